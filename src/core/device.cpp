@@ -1,0 +1,150 @@
+#include "core/device.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <new>
+
+#include "core/error.h"
+
+namespace ferry {
+
+DeviceId DeviceId::parse(std::string_view text) {
+  const auto fail_parse = [&]() -> DeviceId {
+    fail(ErrorKind::Usage, "unknown device '{}': expected cpu:N (for example cpu:0, cpu:1)", text);
+  };
+  const size_t colon = text.find(':');
+  std::string_view type = text.substr(0, colon);
+  if (type != "cpu") return fail_parse();
+  if (colon == std::string_view::npos) return DeviceId{DeviceType::Cpu, 0};
+  std::string_view idx = text.substr(colon + 1);
+  int index = -1;
+  auto [ptr, ec] = std::from_chars(idx.data(), idx.data() + idx.size(), index);
+  if (ec != std::errc() || ptr != idx.data() + idx.size() || index < 0 || index > 4095) return fail_parse();
+  return DeviceId{DeviceType::Cpu, index};
+}
+
+std::string DeviceId::str() const { return fmt::format("cpu:{}", index); }
+
+Allocator::Allocator(std::string device_name, size_t budget)
+    : device_name_(std::move(device_name)), budget_(budget) {}
+
+Allocator::~Allocator() = default;
+
+void* Allocator::allocate(size_t bytes, std::string_view what) {
+  const size_t rounded = bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  size_t live = live_.load();
+  for (;;) {
+    if (budget_ != kUnlimited && (rounded > budget_ || live > budget_ - rounded)) {
+      fail(ErrorKind::OutOfMemory,
+           "out of memory on {}: {} needs {}, {} of the {} budget are in use ({} free); give {} a "
+           "larger budget, place fewer modules there, or shorten the context",
+           device_name_, what, format_bytes(bytes), format_bytes(live), format_bytes(budget_),
+           format_bytes(budget_ - std::min(live, budget_)), device_name_);
+    }
+    if (live_.compare_exchange_weak(live, live + rounded)) break;
+  }
+  void* ptr = ::operator new(rounded, std::align_val_t(kAlignment), std::nothrow);
+  if (ptr == nullptr) {
+    live_.fetch_sub(rounded);
+    fail(ErrorKind::OutOfMemory, "out of memory on {}: the host could not provide {} for {}", device_name_,
+         format_bytes(bytes), what);
+  }
+  const size_t now = live + rounded;
+  size_t peak = peak_.load();
+  while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
+  }
+  return ptr;
+}
+
+void Allocator::release(void* ptr, size_t bytes) {
+  if (ptr == nullptr) return;
+  const size_t rounded = bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  ::operator delete(ptr, std::align_val_t(kAlignment));
+  live_.fetch_sub(rounded);
+}
+
+Device::Device(DeviceId id, size_t budget_bytes, int n_threads)
+    : id_(id), allocator_(id.str(), budget_bytes), threads_(n_threads) {}
+
+size_t parse_byte_size(std::string_view text) {
+  std::string_view num = text;
+  size_t i = 0;
+  while (i < num.size() && (std::isdigit(static_cast<unsigned char>(num[i])) || num[i] == '.')) ++i;
+  const std::string number(num.substr(0, i));
+  std::string unit(num.substr(i));
+  for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  double mult = 0;
+  if (unit.empty() || unit == "b") mult = 1;
+  else if (unit == "kib" || unit == "k") mult = 1024.0;
+  else if (unit == "mib" || unit == "m") mult = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "t") mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb") mult = 1e3;
+  else if (unit == "mb") mult = 1e6;
+  else if (unit == "gb") mult = 1e9;
+  else if (unit == "tb") mult = 1e12;
+  char* end = nullptr;
+  const double value = number.empty() ? -1 : std::strtod(number.c_str(), &end);
+  if (mult == 0 || number.empty() || end != number.c_str() + number.size() || !(value >= 0) ||
+      value * mult > 1.8e19) {
+    fail(ErrorKind::Usage, "cannot read the byte size '{}': write a number with an optional unit, e.g. 6GiB, 512MiB, 2GB",
+         text);
+  }
+  return static_cast<size_t>(std::llround(value * mult));
+}
+
+std::string format_bytes(size_t bytes) {
+  if (bytes == Allocator::kUnlimited) return "unlimited";
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+  if (b >= 1024.0 * 1024) return fmt::format("{:.2f} MiB", b / (1024.0 * 1024));
+  if (b >= 1024.0) return fmt::format("{:.2f} KiB", b / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+std::vector<DeviceSpec> parse_device_list(std::string_view text) {
+  std::vector<DeviceSpec> specs;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string_view::npos) comma = text.size();
+    std::string_view item = text.substr(start, comma - start);
+    if (item.empty()) fail(ErrorKind::Usage, "empty entry in the device list '{}'", text);
+    DeviceSpec spec;
+    const size_t eq = item.find('=');
+    spec.id = DeviceId::parse(item.substr(0, eq));
+    if (eq != std::string_view::npos) spec.budget = parse_byte_size(item.substr(eq + 1));
+    for (const auto& s : specs) {
+      if (s.id == spec.id) fail(ErrorKind::Usage, "device {} is listed twice in '{}'", spec.id.str(), text);
+    }
+    specs.push_back(spec);
+    start = comma + 1;
+  }
+  return specs;
+}
+
+DeviceSet::DeviceSet(const std::vector<DeviceSpec>& specs, int total_threads) {
+  if (specs.empty()) fail(ErrorKind::Usage, "no devices given");
+  const int n = static_cast<int>(specs.size());
+  const int share = std::max(1, total_threads / n);
+  for (const auto& s : specs) {
+    devices_.push_back(std::make_unique<Device>(s.id, s.budget, s.threads > 0 ? s.threads : share));
+  }
+}
+
+Device& DeviceSet::get(const DeviceId& id) {
+  for (auto& d : devices_) {
+    if (d->id() == id) return *d;
+  }
+  fail(ErrorKind::Usage, "device {} is not among the devices of this run", id.str());
+}
+
+std::vector<Device*> DeviceSet::all() {
+  std::vector<Device*> out;
+  for (auto& d : devices_) out.push_back(d.get());
+  return out;
+}
+
+}  // namespace ferry

@@ -1,0 +1,163 @@
+#include "core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/device.h"
+#include "core/error.h"
+
+namespace ferry {
+
+Shape::Shape(std::initializer_list<int64_t> d) {
+  if (d.size() > kMaxDims) fail(ErrorKind::Internal, "shape of rank {} exceeds {}", d.size(), kMaxDims);
+  for (int64_t v : d) dims[static_cast<size_t>(rank++)] = v;
+}
+
+Shape Shape::of(const int64_t* d, int r) {
+  if (r > kMaxDims || r < 0) fail(ErrorKind::Shape, "shape of rank {} exceeds {}", r, kMaxDims);
+  Shape s;
+  for (int i = 0; i < r; ++i) s.dims[static_cast<size_t>(i)] = d[i];
+  s.rank = r;
+  return s;
+}
+
+int64_t Shape::numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < rank; ++i) n *= dims[static_cast<size_t>(i)];
+  return n;
+}
+
+std::string Shape::str() const {
+  std::string s = "[";
+  for (int i = 0; i < rank; ++i) {
+    if (i) s += ", ";
+    s += std::to_string(dims[static_cast<size_t>(i)]);
+  }
+  return s + "]";
+}
+
+bool operator==(const Shape& a, const Shape& b) {
+  if (a.rank != b.rank) return false;
+  for (int i = 0; i < a.rank; ++i) {
+    if (a[i] != b[i]) return false;
+  }
+  return true;
+}
+
+std::shared_ptr<Storage> Storage::allocate(Device& device, size_t bytes, const std::string& what) {
+  std::shared_ptr<Storage> s(new Storage());
+  s->data_ = device.allocator().allocate(bytes, what);
+  s->size_ = bytes;
+  s->device_ = &device;
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::host(size_t bytes) {
+  std::shared_ptr<Storage> s(new Storage());
+  const size_t rounded = (bytes + 63) / 64 * 64 + 64;
+  s->data_ = ::operator new(rounded, std::align_val_t(64));
+  s->size_ = bytes;
+  s->owned_heap_ = true;
+  return s;
+}
+
+std::shared_ptr<Storage> Storage::view(void* data, size_t bytes, std::shared_ptr<const void> keep_alive) {
+  std::shared_ptr<Storage> s(new Storage());
+  s->data_ = data;
+  s->size_ = bytes;
+  s->keep_alive_ = std::move(keep_alive);
+  return s;
+}
+
+Storage::~Storage() {
+  if (device_ != nullptr) {
+    device_->allocator().release(data_, size_);
+  } else if (owned_heap_) {
+    ::operator delete(data_, std::align_val_t(64));
+  }
+}
+
+namespace {
+void contiguous_strides(DType dtype, const Shape& shape, std::array<int64_t, kMaxDims>& strides) {
+  const DTypeTraits& t = dtype_traits(dtype);
+  if (shape.rank == 0) return;
+  const int last = shape.rank - 1;
+  strides[static_cast<size_t>(last)] = t.is_quantized ? 0 : static_cast<int64_t>(t.block_bytes);
+  const auto row = dtype_bytes(dtype, static_cast<uint64_t>(shape[last]));
+  int64_t stride = row ? static_cast<int64_t>(*row) : 0;
+  for (int i = last - 1; i >= 0; --i) {
+    strides[static_cast<size_t>(i)] = stride;
+    stride *= shape[i];
+  }
+}
+
+size_t checked_bytes(DType dtype, const Shape& shape) {
+  for (int i = 0; i < shape.rank; ++i) {
+    if (shape[i] < 0) fail(ErrorKind::Shape, "negative dimension in shape {}", shape.str());
+  }
+  const auto bytes = dtype_bytes(dtype, static_cast<uint64_t>(shape.numel()));
+  const auto row = dtype_bytes(dtype, static_cast<uint64_t>(shape.last()));
+  if (!bytes || !row) {
+    fail(ErrorKind::Shape, "shape {} does not fit dtype {}: the last dimension must be a multiple of {}", shape.str(),
+         dtype_name(dtype), dtype_traits(dtype).block_size);
+  }
+  return *bytes;
+}
+}  // namespace
+
+Tensor Tensor::empty(Device& device, DType dtype, const Shape& shape, const std::string& name) {
+  const size_t bytes = checked_bytes(dtype, shape);
+  return view(Storage::allocate(device, bytes, name.empty() ? std::string("a tensor") : name), 0, dtype, shape, name);
+}
+
+Tensor Tensor::host(DType dtype, const Shape& shape, const std::string& name) {
+  const size_t bytes = checked_bytes(dtype, shape);
+  return view(Storage::host(bytes), 0, dtype, shape, name);
+}
+
+Tensor Tensor::view(std::shared_ptr<Storage> storage, size_t offset, DType dtype, const Shape& shape,
+                    const std::string& name) {
+  const size_t bytes = checked_bytes(dtype, shape);
+  if (offset > storage->size() || bytes > storage->size() - offset) {
+    fail(ErrorKind::Internal, "tensor '{}' of {} bytes at offset {} exceeds its storage of {} bytes", name, bytes,
+         offset, storage->size());
+  }
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  contiguous_strides(dtype, shape, t.strides_);
+  t.storage_ = std::move(storage);
+  t.offset_ = offset;
+  t.name_ = name;
+  return t;
+}
+
+size_t Tensor::nbytes() const { return *dtype_bytes(dtype_, static_cast<uint64_t>(numel())); }
+
+size_t Tensor::row_bytes() const { return *dtype_bytes(dtype_, static_cast<uint64_t>(shape_.last())); }
+
+bool Tensor::is_contiguous() const {
+  std::array<int64_t, kMaxDims> expect{};
+  contiguous_strides(dtype_, shape_, expect);
+  for (int i = 0; i < shape_.rank; ++i) {
+    if (strides_[static_cast<size_t>(i)] != expect[static_cast<size_t>(i)]) return false;
+  }
+  return true;
+}
+
+std::string Tensor::device_name() const {
+  Device* d = device();
+  return d ? d->name() : std::string("host");
+}
+
+Tensor Tensor::reshape(const Shape& shape) const {
+  if (shape.numel() != numel()) {
+    fail(ErrorKind::Shape, "cannot reshape '{}' from {} to {}: element counts differ", name_, shape_.str(),
+         shape.str());
+  }
+  if (!is_contiguous()) fail(ErrorKind::Internal, "reshape of non-contiguous tensor '{}'", name_);
+  return view(storage_, offset_, dtype_, shape, name_);
+}
+
+}  // namespace ferry

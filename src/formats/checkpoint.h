@@ -1,0 +1,60 @@
+// What every weight-file reader hands upward: named tensors with dtype, shape and bytes inside a
+// memory-mapped file, every record already validated against the file.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace ferry {
+
+// A read-only memory map of a whole file. Throws Error(Io) naming the path when it cannot open it.
+class MappedFile {
+ public:
+  static std::shared_ptr<const MappedFile> open(const std::string& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  MappedFile() = default;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  std::string path_;
+};
+
+struct TensorRecord {
+  std::string name;  // as stored in the file
+  DType dtype = DType::F32;
+  Shape shape;             // outermost-first (GGUF's ne order is reversed on reading)
+  const uint8_t* data = nullptr;  // inside `file`
+  size_t nbytes = 0;              // == dtype_bytes(dtype, shape.numel())
+  std::shared_ptr<const MappedFile> file;
+
+  // A host tensor viewing the mapped bytes (keeps the mapping alive).
+  Tensor view() const;
+};
+
+// A set of tensors from one or more files (sharded safetensors, or one GGUF).
+class TensorSet {
+ public:
+  void add(TensorRecord record);  // throws Error(Format) on a duplicate name, naming both files
+  const TensorRecord* find(const std::string& name) const;  // nullptr if absent
+  const std::vector<TensorRecord>& all() const { return records_; }
+
+ private:
+  std::vector<TensorRecord> records_;
+  std::unordered_map<std::string, size_t> index_;
+};
+
+}  // namespace ferry

@@ -1,0 +1,93 @@
+// The op vocabulary. Every op a model can use is here; kernels implement them per device.
+// Shapes are outermost-first ([tokens, features]); see core/tensor.h for the layout rules.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <variant>
+
+namespace ferry {
+
+enum class Op : uint8_t {
+  // inputs: table [V, H] (any dtype), ids [T] i32                   -> [T, H] f32
+  Embedding,
+  // inputs: x [M, K] f32, w [N, K] (any dtype), optional bias [N] f32 -> [M, N] f32 (y = x w^T + b)
+  MatMul,
+  // inputs: a, b (same shape, f32)                                    -> a + b
+  Add,
+  // inputs: a, b (same shape, f32)                                    -> a * b
+  Mul,
+  // inputs: x                                                         -> x * factor
+  Scale,
+  // inputs: x [.., H], w [H]                                          -> x / sqrt(mean(x^2) + eps) * w
+  RmsNorm,
+  // inputs: x [.., H], w [H], optional b [H]                          -> (x - mean) / sqrt(var + eps) * w + b
+  LayerNorm,
+  // inputs: x [T, n*head_dim] f32, positions [T] i32                  -> x with RoPE on each head
+  Rope,
+  // inputs: q [T, nh*hd], k [T, nkv*hd], v [T, nkv*hd],
+  //         k_cache [S, nkv*hd], v_cache [S, nkv*hd] (state, f32)      -> [T, nh*hd]
+  // Writes k, v into cache rows [kv_offset, kv_offset + T); query i attends to cache rows
+  // [0, kv_offset + i] (causal by cache slot). GQA: query head h reads kv head h / (nh / nkv).
+  Attention,
+  // inputs: x                                                         -> silu(x) = x * sigmoid(x)
+  Silu,
+  // inputs: x                                                         -> 0.5 x (1 + erf(x / sqrt 2))
+  Gelu,
+  // inputs: x                                                         -> tanh approximation of gelu
+  GeluTanh,
+  // inputs: x [T, 2F] (gate rows first, then up)                      -> [T, F] silu(gate) * up
+  //     or: gate [T, F], up [T, F]                                     -> [T, F] silu(gate) * up
+  SwiGlu,
+  // inputs: x [.., N]                                                 -> softmax over the last dim
+  Softmax,
+  // inputs: a, b, ... (same shape except along axis)                  -> concatenation along axis
+  Concat,
+  // inputs: x                                                         -> x[start : start + length] along axis
+  Slice,
+  // inputs: x                                                         -> x (a copy; the scheduler inserts
+  //         these on edges that cross devices)
+  Copy,
+  Count,
+};
+
+std::string_view op_name(Op op);
+
+// Whether the op's inputs include weights that decide where it runs (a property of the op, read by
+// the scheduler; not a special case inside it).
+bool op_reads_weights(Op op);
+
+enum class RopeStyle : uint8_t {
+  Adjacent,   // pairs (2i, 2i+1): GGUF llama (permuted rows), ChatGLM, GLM-4
+  HalfSplit,  // pairs (i, i + n_rot/2): HF Llama/Qwen2 rotate_half (NEOX)
+};
+
+struct NormParams {
+  float eps = 1e-5f;
+};
+struct ScaleParams {
+  float factor = 1.0f;
+};
+struct RopeParams {
+  int head_dim = 0;
+  int n_rot = 0;  // rotated dims at the start of each head (<= head_dim, even)
+  RopeStyle style = RopeStyle::HalfSplit;
+  float theta = 10000.0f;
+  float freq_scale = 1.0f;  // linear rope scaling: position * freq_scale
+};
+struct AttentionParams {
+  int n_head = 0;
+  int n_kv_head = 0;
+  int head_dim = 0;
+  float scale = 1.0f;
+  int64_t kv_offset = 0;  // cache rows already filled before this step
+};
+struct AxisParams {
+  int axis = 0;
+  int64_t start = 0;   // Slice only
+  int64_t length = 0;  // Slice only
+};
+
+using OpParams = std::variant<std::monostate, NormParams, ScaleParams, RopeParams, AttentionParams, AxisParams>;
+
+}  // namespace ferry

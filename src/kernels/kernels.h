@@ -1,0 +1,66 @@
+// Math on tensors of one device. Kernels never see a plan, a model or a second device.
+// All tensors are contiguous; activations are f32; see core/tensor.h for layout rules.
+// Every function checks shapes/dtypes of its arguments and throws Error(Shape/Unsupported) naming
+// the kernel and the tensors; the work is split over the given pool.
+#pragma once
+
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "graph/op.h"
+
+namespace ferry::kernels {
+
+// y[M, N] = x[M, K] * w[N, K]^T (+ bias[N]). w in f32, f16, bf16, q8_0 or q4_0.
+void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, ThreadPool& pool);
+
+// out[T, H] = table[ids[t], :] converted to f32. table in any float or quantized dtype; ids i32.
+// An id outside [0, V) throws Error(Usage) naming the id and the vocabulary size.
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out, ThreadPool& pool);
+
+void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out, ThreadPool& pool);
+void layer_norm(const Tensor& x, const Tensor& w, const Tensor* b, float eps, Tensor& out, ThreadPool& pool);
+
+// out = x with RoPE applied to the first n_rot dims of each head of width head_dim;
+// angle for pair i at position p: (p * freq_scale) * theta^(-2i / n_rot). out may alias x.
+void rope(const Tensor& x, const Tensor& positions, const RopeParams& p, Tensor& out, ThreadPool& pool);
+
+// Writes k/v into the caches at rows [p.kv_offset, p.kv_offset + T), then computes causal
+// attention tile by tile with an online softmax (never a full T x S score matrix).
+// q [T, nh*hd], k/v [T, nkv*hd], caches [S, nkv*hd] f32, out [T, nh*hd].
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
+               const AttentionParams& p, Tensor& out, ThreadPool& pool);
+
+void add(const Tensor& a, const Tensor& b, Tensor& out, ThreadPool& pool);
+void mul(const Tensor& a, const Tensor& b, Tensor& out, ThreadPool& pool);
+void scale(const Tensor& x, float factor, Tensor& out, ThreadPool& pool);
+void silu(const Tensor& x, Tensor& out, ThreadPool& pool);
+void gelu(const Tensor& x, Tensor& out, ThreadPool& pool);       // erf form
+void gelu_tanh(const Tensor& x, Tensor& out, ThreadPool& pool);  // tanh approximation
+void swiglu_fused(const Tensor& x, Tensor& out, ThreadPool& pool);                  // x [T, 2F] -> [T, F]
+void swiglu(const Tensor& gate, const Tensor& up, Tensor& out, ThreadPool& pool);   // [T, F] each
+void softmax(const Tensor& x, Tensor& out, ThreadPool& pool);                      // over the last dim
+void concat(const std::vector<const Tensor*>& parts, int axis, Tensor& out, ThreadPool& pool);
+void slice(const Tensor& x, int axis, int64_t start, int64_t length, Tensor& out, ThreadPool& pool);
+// Same dtype and shape; src and dst may be on different devices (the runtime calls this for its
+// counted cross-device copies).
+void copy(const Tensor& src, Tensor& dst, ThreadPool& pool);
+
+// Rows of any dtype to f32 (dequantize / widen): out[r, :] for r in [0, rows(x)).
+void to_f32(const Tensor& x, Tensor& out, ThreadPool& pool);
+// f32 rows to dtype (f16, bf16, q8_0, q4_0 use round-to-nearest as GGUF's reference quantizers).
+void from_f32(const Tensor& x, Tensor& out, ThreadPool& pool);
+
+// Runs one graph op: the CPU backend's entry point, used by the runtime's executor.
+// inputs follow the order documented in graph/op.h. Caches for Attention are inputs 3 and 4 and
+// are written in place.
+void compute(Op op, const OpParams& params, const std::vector<Tensor*>& inputs, Tensor& out, ThreadPool& pool);
+
+// Whether the CPU backend runs `op` with these input dtypes (the scheduler asks before it commits).
+bool supports(Op op, const std::vector<DType>& input_dtypes);
+
+// Which SIMD level the kernels chose at run time: "avx512", "avx2" or "scalar".
+const char* simd_level();
+
+}  // namespace ferry::kernels

@@ -1,0 +1,119 @@
+#include <gtest/gtest.h>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "core/tensor.h"
+
+using namespace ferry;
+
+TEST(DeviceId, ParsesAndPrints) {
+  EXPECT_EQ(DeviceId::parse("cpu:1").index, 1);
+  EXPECT_EQ(DeviceId::parse("cpu").index, 0);
+  EXPECT_EQ(DeviceId::parse("cpu:3").str(), "cpu:3");
+  EXPECT_THROW(DeviceId::parse("cuda:0"), Error);
+  EXPECT_THROW(DeviceId::parse("cpu:x"), Error);
+  EXPECT_THROW(DeviceId::parse("cpu:-1"), Error);
+}
+
+TEST(DeviceList, ParsesBudgets) {
+  auto specs = parse_device_list("cpu:0=6GiB,cpu:1=512MiB,cpu:2");
+  ASSERT_EQ(specs.size(), 3u);
+  EXPECT_EQ(specs[0].budget, 6ull << 30);
+  EXPECT_EQ(specs[1].budget, 512ull << 20);
+  EXPECT_EQ(specs[2].budget, Allocator::kUnlimited);
+  EXPECT_THROW(parse_device_list("cpu:0,cpu:0"), Error);
+  EXPECT_THROW(parse_device_list("cpu:0=lots"), Error);
+  EXPECT_THROW(parse_device_list("cpu:0,,cpu:1"), Error);
+}
+
+TEST(Allocator, CountsLiveAndPeakAndRefusesOverBudget) {
+  Device dev(DeviceId{DeviceType::Cpu, 1}, 4096, 1);
+  {
+    Tensor a = Tensor::empty(dev, DType::F32, Shape{16, 16}, "a");  // 1024 bytes
+    EXPECT_EQ(dev.allocator().live(), 1024u);
+    {
+      Tensor b = Tensor::empty(dev, DType::F32, Shape{16, 32}, "b");  // 2048 bytes
+      EXPECT_EQ(dev.allocator().live(), 3072u);
+    }
+    EXPECT_EQ(dev.allocator().live(), 1024u);
+    EXPECT_EQ(dev.allocator().peak(), 3072u);
+    try {
+      Tensor c = Tensor::empty(dev, DType::F32, Shape{32, 32}, "big");
+      FAIL() << "expected out of memory";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::OutOfMemory);
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("cpu:1"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("big"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("4.00 KiB"), std::string::npos) << msg;
+    }
+    EXPECT_EQ(dev.allocator().live(), 1024u);
+  }
+  EXPECT_EQ(dev.allocator().live(), 0u);
+}
+
+TEST(DeviceSet, SplitsThreadsAndFindsDevices) {
+  DeviceSet set(parse_device_list("cpu:0,cpu:1"), 4);
+  EXPECT_EQ(set.size(), 2u);
+  EXPECT_EQ(set.at(0).threads().size(), 2);
+  EXPECT_EQ(set.get(DeviceId{DeviceType::Cpu, 1}).name(), "cpu:1");
+  EXPECT_THROW(set.get(DeviceId{DeviceType::Cpu, 7}), Error);
+}
+
+TEST(DType, BlockSizes) {
+  EXPECT_EQ(*dtype_bytes(DType::Q8_0, 64), 68u);
+  EXPECT_EQ(*dtype_bytes(DType::Q4_0, 64), 36u);
+  EXPECT_EQ(*dtype_bytes(DType::BF16, 3), 6u);
+  EXPECT_FALSE(dtype_bytes(DType::Q8_0, 33).has_value());
+  EXPECT_EQ(dtype_from_name("BF16"), DType::BF16);
+  EXPECT_FALSE(dtype_from_name("q5_k").has_value());
+}
+
+TEST(Half, RoundTripsAndRounds) {
+  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f}) {
+    EXPECT_EQ(f16_to_f32(f32_to_f16(f)), f);
+  }
+  EXPECT_EQ(f16_to_f32(f32_to_f16(1.0f + 1.0f / 4096)), 1.0f);  // ties to even
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.5f)), 1.5f);
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.0f + 1.0f / 256)), 1.0f);  // ties to even
+  EXPECT_TRUE(std::isinf(f16_to_f32(f32_to_f16(1e6f))));
+  // Every f16 bit pattern that is not NaN survives f16 -> f32 -> f16.
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = f16_to_f32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(f32_to_f16(f), h) << h;
+  }
+}
+
+TEST(ThreadPool, RunsEveryTaskOnceAndForwardsErrors) {
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> hits(1000);
+  pool.parallel_for(1000, [&](int64_t t, int thread) {
+    ASSERT_LT(thread, 3);
+    hits[static_cast<size_t>(t)]++;
+  });
+  for (auto& h : hits) EXPECT_EQ(h.load(), 1);
+  EXPECT_THROW(pool.parallel_for(10, [](int64_t t, int) {
+    if (t == 5) throw Error(ErrorKind::Internal, "boom");
+  }),
+               Error);
+  int64_t sum = 0;
+  std::mutex m;
+  pool.parallel_range(12345, 100, [&](int64_t b, int64_t e, int) {
+    std::lock_guard<std::mutex> lock(m);
+    sum += e - b;
+  });
+  EXPECT_EQ(sum, 12345);
+}
+
+TEST(Tensor, ReshapeKeepsBytes) {
+  Tensor t = Tensor::host(DType::F32, Shape{4, 6}, "t");
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_EQ(t.row_bytes(), 24u);
+  Tensor r = t.reshape(Shape{2, 12});
+  EXPECT_EQ(r.data(), t.data());
+  EXPECT_THROW(t.reshape(Shape{5, 5}), Error);
+  EXPECT_THROW(Tensor::host(DType::Q4_0, Shape{2, 31}), Error);
+}
