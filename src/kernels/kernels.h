@@ -36,10 +36,10 @@ void add(const Tensor& a, const Tensor& b, Tensor& out, ThreadPool& pool);
 void mul(const Tensor& a, const Tensor& b, Tensor& out, ThreadPool& pool);
 void scale(const Tensor& x, float factor, Tensor& out, ThreadPool& pool);
 void silu(const Tensor& x, Tensor& out, ThreadPool& pool);
-void gelu(const Tensor& x, Tensor& out, ThreadPool& pool);       // erf form
-void gelu_tanh(const Tensor& x, Tensor& out, ThreadPool& pool);  // tanh approximation
-void swiglu_fused(const Tensor& x, Tensor& out, ThreadPool& pool);                  // x [T, 2F] -> [T, F]
-void swiglu(const Tensor& gate, const Tensor& up, Tensor& out, ThreadPool& pool);   // [T, F] each
+void gelu(const Tensor& x, Tensor& out, ThreadPool& pool);                         // erf form
+void gelu_tanh(const Tensor& x, Tensor& out, ThreadPool& pool);                    // tanh approximation
+void swiglu_fused(const Tensor& x, Tensor& out, ThreadPool& pool);                 // x [T, 2F] -> [T, F]
+void swiglu(const Tensor& gate, const Tensor& up, Tensor& out, ThreadPool& pool);  // [T, F] each
 void softmax(const Tensor& x, Tensor& out, ThreadPool& pool);                      // over the last dim
 void concat(const std::vector<const Tensor*>& parts, int axis, Tensor& out, ThreadPool& pool);
 void slice(const Tensor& x, int axis, int64_t start, int64_t length, Tensor& out, ThreadPool& pool);

@@ -1,0 +1,78 @@
+// Causal attention over a KV cache: append this step's k/v, then each (query, head) runs an online
+// softmax over its cache rows tile by tile (cpu/*.cpp), never materialising a T x S score matrix.
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/check.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/kernels.h"
+
+namespace ferry::kernels {
+
+void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
+               const AttentionParams& p, Tensor& out, ThreadPool& pool) {
+  constexpr std::string_view kName = "attention";
+  check_f32(kName, q, "query q");
+  check_f32(kName, k, "key k");
+  check_f32(kName, v, "value v");
+  check_f32(kName, k_cache, "key cache");
+  check_f32(kName, v_cache, "value cache");
+  check_f32(kName, out, "output");
+  check_same_device(kName, {&q, &k, &v, &k_cache, &v_cache, &out});
+  if (p.n_head <= 0 || p.n_kv_head <= 0 || p.head_dim <= 0 || p.n_head % p.n_kv_head != 0) {
+    fail(ErrorKind::Usage,
+         "attention: {} heads, {} kv heads, head_dim {}: counts must be positive and heads a multiple of kv heads",
+         p.n_head, p.n_kv_head, p.head_dim);
+  }
+  if (q.rank() != 2 || q.dim(1) != static_cast<int64_t>(p.n_head) * p.head_dim) {
+    fail(ErrorKind::Shape, "attention: query '{}' {} is not [T, {} heads * {}]", q.name(), q.shape().str(), p.n_head,
+         p.head_dim);
+  }
+  const int64_t T = q.dim(0);
+  const int64_t kv_width = static_cast<int64_t>(p.n_kv_head) * p.head_dim;
+  check_shape(kName, k, "key k", Shape{T, kv_width});
+  check_shape(kName, v, "value v", Shape{T, kv_width});
+  if (k_cache.rank() != 2 || k_cache.dim(1) != kv_width) {
+    fail(ErrorKind::Shape, "attention: key cache '{}' {} is not [S, {}]", k_cache.name(), k_cache.shape().str(),
+         kv_width);
+  }
+  check_shape(kName, v_cache, "value cache", k_cache.shape());
+  check_shape(kName, out, "output", q.shape());
+  const int64_t S = k_cache.dim(0);
+  if (p.kv_offset < 0 || p.kv_offset > S - T) {
+    fail(ErrorKind::Usage,
+         "attention: {} new rows at offset {} overflow the cache of {} rows ('{}'); "
+         "allocate a longer cache or shorten the context",
+         T, p.kv_offset, S, k_cache.name());
+  }
+
+  // memmove: the runtime may hand us k/v that already live in the cache rows.
+  const size_t new_bytes = static_cast<size_t>(T * kv_width) * sizeof(float);
+  std::memmove(k_cache.data_as<float>() + p.kv_offset * kv_width, k.data(), new_bytes);
+  std::memmove(v_cache.data_as<float>() + p.kv_offset * kv_width, v.data(), new_bytes);
+
+  const cpu::Isa& isa = cpu::active_isa();
+  const int group = p.n_head / p.n_kv_head;
+  const int64_t width = static_cast<int64_t>(p.n_head) * p.head_dim;
+  const float* q_data = q.data_as<const float>();
+  const float* kc = k_cache.data_as<const float>();
+  const float* vc = v_cache.data_as<const float>();
+  float* o = out.data_as<float>();
+  pool.parallel_for(T * p.n_head, [&](int64_t task, int) {
+    const int64_t t = task / p.n_head;
+    const int h = static_cast<int>(task % p.n_head);
+    const int64_t kv_col = static_cast<int64_t>(h / group) * p.head_dim;
+    cpu::AttentionRow row;
+    row.q = q_data + t * width + static_cast<int64_t>(h) * p.head_dim;
+    row.k_cache = kc + kv_col;
+    row.v_cache = vc + kv_col;
+    row.cache_stride = kv_width;
+    row.n_keys = p.kv_offset + t + 1;  // causal by cache slot
+    row.head_dim = p.head_dim;
+    row.scale = p.scale;
+    row.out = o + t * width + static_cast<int64_t>(h) * p.head_dim;
+    isa.attention_row(row);
+  });
+}
+
+}  // namespace ferry::kernels

@@ -1,0 +1,40 @@
+// to_f32 / from_f32: widen or dequantize rows to f32, and narrow or quantize f32 rows.
+#include "core/error.h"
+#include "kernels/check.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/quant.h"
+#include "kernels/kernels.h"
+
+namespace ferry::kernels {
+
+void to_f32(const Tensor& x, Tensor& out, ThreadPool& pool) {
+  constexpr std::string_view kName = "to_f32";
+  check_defined(kName, x, "input");
+  check_f32(kName, out, "output");
+  check_same_device(kName, {&x, &out});
+  check_shape(kName, out, "output", x.shape());
+  const int64_t n = x.shape().last();
+  const cpu::Isa& isa = cpu::active_isa();
+  pool.parallel_range(x.shape().rows(), min_chunk_for(n), [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) isa.row_to_f32(x.dtype(), x.row(r), out.data_as<float>() + r * n, n);
+  });
+}
+
+void from_f32(const Tensor& x, Tensor& out, ThreadPool& pool) {
+  constexpr std::string_view kName = "from_f32";
+  check_f32(kName, x, "input");
+  check_defined(kName, out, "output");
+  check_same_device(kName, {&x, &out});
+  check_shape(kName, out, "output", x.shape());
+  if (out.dtype() == DType::I32) {
+    fail(ErrorKind::Unsupported, "from_f32: output '{}' is i32; only float and quantized types are produced",
+         out.name());
+  }
+  const int64_t n = x.shape().last();
+  pool.parallel_range(x.shape().rows(), min_chunk_for(n), [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r)
+      cpu::row_from_f32(out.dtype(), x.data_as<const float>() + r * n, out.row(r), n);
+  });
+}
+
+}  // namespace ferry::kernels

@@ -1,0 +1,7 @@
+#include "kernels/cpu/isa.h"
+
+namespace ferry::kernels::cpu {
+const Isa* avx512_isa() {
+  return nullptr;
+}
+}  // namespace ferry::kernels::cpu

@@ -1,0 +1,59 @@
+// The CPU backend's per-instruction-set inner loops, as a table of function pointers. Each ISA
+// (scalar, avx2, avx512) fills one table in its own file; simd.cpp picks one at run time. The
+// callers in kernels/*.cpp check arguments and split work over threads; these loops trust them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace ferry::kernels::cpu {
+
+// y[m, n] = dot(x[m, :], w[n, :]) (+ bias[n]) for m in [0, M), n in [n_begin, n_end).
+// Every output is accumulated in f32 in one fixed order that depends only on K and the ISA (not
+// on M, the n range or the thread count), so results are reproducible for any split of the work.
+struct MatmulArgs {
+  DType w_type = DType::F32;  // f32, f16, bf16, q8_0, q4_0
+  const float* x = nullptr;   // [M, K], rows x_stride floats apart
+  int64_t M = 0;
+  int64_t K = 0;
+  int64_t x_stride = 0;
+  const uint8_t* w = nullptr;  // [N, K] in w_type, rows w_row_bytes apart
+  size_t w_row_bytes = 0;
+  const float* bias = nullptr;  // [N] or nullptr
+  float* y = nullptr;           // [M, N], rows y_stride floats apart
+  int64_t y_stride = 0;
+};
+
+// One query row of one head against cache rows [0, n_keys): online softmax over key tiles.
+struct AttentionRow {
+  const float* q = nullptr;        // [head_dim]
+  const float* k_cache = nullptr;  // row 0 of this kv head; rows cache_stride floats apart
+  const float* v_cache = nullptr;
+  int64_t cache_stride = 0;
+  int64_t n_keys = 0;
+  int head_dim = 0;
+  float scale = 1.0f;
+  float* out = nullptr;  // [head_dim]
+};
+
+struct Isa {
+  const char* name;
+  void (*matmul)(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
+  // n elements (a multiple of the block size for quantized types) of `type` to f32.
+  void (*row_to_f32)(DType type, const void* src, float* dst, int64_t n);
+  void (*attention_row)(const AttentionRow& row);
+  // Sum of the n floats at p (the bandwidth probe's streaming read).
+  float (*sum_f32)(const float* p, int64_t n);
+};
+
+const Isa& scalar_isa();
+// nullptr when this build has no such path. Whether the CPU can run it is simd.cpp's question.
+const Isa* avx2_isa();
+const Isa* avx512_isa();
+
+// The level chosen at run time (see kernels/simd.h).
+const Isa& active_isa();
+
+}  // namespace ferry::kernels::cpu

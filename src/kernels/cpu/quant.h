@@ -1,0 +1,24 @@
+// Scalar conversions of GGUF blocks and 16-bit floats: the reference every SIMD path must match,
+// and the quantizers from_f32 uses (GGUF's reference rounding, so files we write match llama.cpp's).
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace ferry::kernels::cpu {
+
+// 32 values of one block, in element order.
+void dequantize_block(const BlockQ8_0& block, float* out);
+void dequantize_block(const BlockQ4_0& block, float* out);
+
+// 32 floats to one block, exactly as ggml's quantize_row_q8_0_ref / quantize_row_q4_0_ref.
+BlockQ8_0 quantize_block_q8_0(const float* x);
+BlockQ4_0 quantize_block_q4_0(const float* x);
+
+// n elements of `type` (plain or quantized) to f32, one element at a time.
+void row_to_f32_scalar(DType type, const void* src, float* dst, int64_t n);
+// n floats to `type` (f32, f16, bf16, q8_0, q4_0); n a multiple of the block size.
+void row_from_f32(DType type, const float* src, void* dst, int64_t n);
+
+}  // namespace ferry::kernels::cpu

@@ -1,0 +1,89 @@
+// The portable fallback: plain C++ loops, no intrinsics. Also the baseline the SIMD paths are
+// tested against (besides the tests' own references).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/cpu/quant.h"
+
+namespace ferry::kernels::cpu {
+
+namespace {
+
+constexpr int kLanes = 8;  // partial sums per dot product (k mod 8), for speed and a fixed order
+
+float dot(const float* a, const float* b, int64_t n) {
+  float lane[kLanes] = {};
+  int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lane[l] += a[k + l] * b[k + l];
+  }
+  for (int l = 0; k < n; ++k, ++l) lane[l] += a[k] * b[k];
+  return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+void matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  thread_local std::vector<float> w_row;
+  w_row.resize(static_cast<size_t>(a.K));
+  for (int64_t n = n_begin; n < n_end; ++n) {
+    row_to_f32_scalar(a.w_type, a.w + static_cast<size_t>(n) * a.w_row_bytes, w_row.data(), a.K);
+    const float b = a.bias ? a.bias[n] : 0.0f;
+    for (int64_t m = 0; m < a.M; ++m) {
+      a.y[m * a.y_stride + n] = dot(a.x + m * a.x_stride, w_row.data(), a.K) + b;
+    }
+  }
+}
+
+void attention_row(const AttentionRow& r) {
+  constexpr int64_t kTile = 64;
+  const int64_t hd = r.head_dim;
+  float scores[kTile];
+  thread_local std::vector<float> acc;
+  acc.assign(static_cast<size_t>(hd), 0.0f);
+  float running_max = -std::numeric_limits<float>::infinity();
+  float running_sum = 0.0f;
+  for (int64_t start = 0; start < r.n_keys; start += kTile) {
+    const int64_t count = std::min(kTile, r.n_keys - start);
+    float tile_max = -std::numeric_limits<float>::infinity();
+    for (int64_t j = 0; j < count; ++j) {
+      scores[j] = dot(r.q, r.k_cache + (start + j) * r.cache_stride, hd) * r.scale;
+      tile_max = std::fmax(tile_max, scores[j]);
+    }
+    const float new_max = std::fmax(running_max, tile_max);
+    const float correction = std::exp(running_max - new_max);  // 0 on the first tile
+    running_sum *= correction;
+    for (int64_t d = 0; d < hd; ++d) acc[static_cast<size_t>(d)] *= correction;
+    for (int64_t j = 0; j < count; ++j) {
+      const float p = std::exp(scores[j] - new_max);
+      running_sum += p;
+      const float* v = r.v_cache + (start + j) * r.cache_stride;
+      for (int64_t d = 0; d < hd; ++d) acc[static_cast<size_t>(d)] += p * v[d];
+    }
+    running_max = new_max;
+  }
+  const float inv = 1.0f / running_sum;
+  for (int64_t d = 0; d < hd; ++d) r.out[d] = acc[static_cast<size_t>(d)] * inv;
+}
+
+float sum_f32(const float* p, int64_t n) {
+  float lane[kLanes] = {};
+  int64_t k = 0;
+  for (; k + kLanes <= n; k += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lane[l] += p[k + l];
+  }
+  for (; k < n; ++k) lane[0] += p[k];
+  float s = 0.0f;
+  for (float v : lane) s += v;
+  return s;
+}
+
+}  // namespace
+
+const Isa& scalar_isa() {
+  static const Isa isa{"scalar", matmul, row_to_f32_scalar, attention_row, sum_f32};
+  return isa;
+}
+
+}  // namespace ferry::kernels::cpu

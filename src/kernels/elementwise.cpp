@@ -1,0 +1,138 @@
+// Element-wise ops and softmax on f32 tensors. Large tensors are split over the pool.
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/check.h"
+#include "kernels/kernels.h"
+
+namespace ferry::kernels {
+
+namespace {
+
+constexpr int64_t kElementChunk = 1 << 14;  // below this, one thread is faster than waking others
+
+void check_unary(std::string_view kernel, const Tensor& x, const Tensor& out) {
+  check_f32(kernel, x, "input x");
+  check_f32(kernel, out, "output");
+  check_same_device(kernel, {&x, &out});
+  check_shape(kernel, out, "output", x.shape());
+}
+
+void check_binary(std::string_view kernel, const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_f32(kernel, a, "input a");
+  check_f32(kernel, b, "input b");
+  check_f32(kernel, out, "output");
+  check_same_device(kernel, {&a, &b, &out});
+  check_shape(kernel, b, "input b", a.shape());
+  check_shape(kernel, out, "output", a.shape());
+}
+
+template <typename F>
+void map_unary(const Tensor& x, Tensor& out, ThreadPool& pool, F f) {
+  const float* src = x.data_as<const float>();
+  float* dst = out.data_as<float>();
+  pool.parallel_range(x.numel(), kElementChunk, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) dst[i] = f(src[i]);
+  });
+}
+
+template <typename F>
+void map_binary(const Tensor& a, const Tensor& b, Tensor& out, ThreadPool& pool, F f) {
+  const float* pa = a.data_as<const float>();
+  const float* pb = b.data_as<const float>();
+  float* dst = out.data_as<float>();
+  pool.parallel_range(a.numel(), kElementChunk, [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) dst[i] = f(pa[i], pb[i]);
+  });
+}
+
+inline float silu_of(float x) {
+  return x / (1.0f + std::exp(-x));
+}
+
+}  // namespace
+
+void add(const Tensor& a, const Tensor& b, Tensor& out, ThreadPool& pool) {
+  check_binary("add", a, b, out);
+  map_binary(a, b, out, pool, [](float x, float y) { return x + y; });
+}
+
+void mul(const Tensor& a, const Tensor& b, Tensor& out, ThreadPool& pool) {
+  check_binary("mul", a, b, out);
+  map_binary(a, b, out, pool, [](float x, float y) { return x * y; });
+}
+
+void scale(const Tensor& x, float factor, Tensor& out, ThreadPool& pool) {
+  check_unary("scale", x, out);
+  map_unary(x, out, pool, [factor](float v) { return v * factor; });
+}
+
+void silu(const Tensor& x, Tensor& out, ThreadPool& pool) {
+  check_unary("silu", x, out);
+  map_unary(x, out, pool, silu_of);
+}
+
+void gelu(const Tensor& x, Tensor& out, ThreadPool& pool) {
+  check_unary("gelu", x, out);
+  map_unary(x, out, pool, [](float v) { return 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f)); });
+}
+
+void gelu_tanh(const Tensor& x, Tensor& out, ThreadPool& pool) {
+  check_unary("gelu_tanh", x, out);
+  constexpr float kSqrt2OverPi = 0.79788456080286536f;
+  map_unary(x, out, pool,
+            [](float v) { return 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v))); });
+}
+
+void swiglu(const Tensor& gate, const Tensor& up, Tensor& out, ThreadPool& pool) {
+  check_binary("swiglu", gate, up, out);
+  map_binary(gate, up, out, pool, [](float g, float u) { return silu_of(g) * u; });
+}
+
+void swiglu_fused(const Tensor& x, Tensor& out, ThreadPool& pool) {
+  constexpr std::string_view kName = "swiglu";
+  check_f32(kName, x, "input x");
+  check_f32(kName, out, "output");
+  check_same_device(kName, {&x, &out});
+  if (x.rank() < 1 || x.dim(-1) % 2 != 0) {
+    fail(ErrorKind::Shape, "swiglu: fused input '{}' {} needs an even last dim [.., 2F] (gate then up)", x.name(),
+         x.shape().str());
+  }
+  Shape want = x.shape();
+  want[want.rank - 1] /= 2;
+  check_shape(kName, out, "output", want);
+  const int64_t F = want.last();
+  const float* src = x.data_as<const float>();
+  float* dst = out.data_as<float>();
+  pool.parallel_range(want.rows(), min_chunk_for(F), [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* g = src + r * 2 * F;
+      const float* u = g + F;
+      for (int64_t i = 0; i < F; ++i) dst[r * F + i] = silu_of(g[i]) * u[i];
+    }
+  });
+}
+
+void softmax(const Tensor& x, Tensor& out, ThreadPool& pool) {
+  check_unary("softmax", x, out);
+  const int64_t n = x.shape().last();
+  const float* src = x.data_as<const float>();
+  float* dst = out.data_as<float>();
+  pool.parallel_range(x.shape().rows(), min_chunk_for(n), [&](int64_t begin, int64_t end, int) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float* xr = src + r * n;
+      float* yr = dst + r * n;
+      float max = -INFINITY;
+      for (int64_t i = 0; i < n; ++i) max = std::fmax(max, xr[i]);
+      double sum = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        yr[i] = std::exp(xr[i] - max);
+        sum += yr[i];
+      }
+      const auto inv = static_cast<float>(1.0 / sum);
+      for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
+    }
+  });
+}
+
+}  // namespace ferry::kernels

@@ -1,0 +1,103 @@
+// matmul and embedding: the weight-reading kernels. The inner loops are per ISA (cpu/*.cpp).
+#include <algorithm>
+
+#include "core/error.h"
+#include "kernels/check.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/kernels.h"
+
+namespace ferry::kernels {
+
+namespace {
+bool is_matmul_weight_type(DType t) {
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
+}
+}  // namespace
+
+void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, ThreadPool& pool) {
+  constexpr std::string_view kName = "matmul";
+  check_f32(kName, x, "input x");
+  check_defined(kName, w, "weight w");
+  check_same_device(kName, {&x, &w, bias, &y});
+  if (w.rank() != 2) {
+    fail(ErrorKind::Shape, "matmul: weight '{}' has shape {}, expected [N, K]", w.name(), w.shape().str());
+  }
+  if (!is_matmul_weight_type(w.dtype())) {
+    fail(ErrorKind::Unsupported, "matmul: weight '{}' is {}; the CPU backend takes f32, f16, bf16, q8_0 or q4_0",
+         w.name(), dtype_name(w.dtype()));
+  }
+  const int64_t N = w.dim(0);
+  const int64_t K = w.dim(1);
+  if (x.rank() < 1 || x.dim(-1) != K) {
+    fail(ErrorKind::Shape, "matmul: input '{}' {} does not fit weight '{}' {}: the last dim must be {}", x.name(),
+         x.shape().str(), w.name(), w.shape().str(), K);
+  }
+  Shape out_shape = x.shape();
+  out_shape[out_shape.rank - 1] = N;
+  check_f32(kName, y, "output y");
+  check_shape(kName, y, "output y", out_shape);
+  std::vector<float> bias_scratch;
+  const float* bias_data = nullptr;
+  if (bias != nullptr) {
+    check_float_vector(kName, *bias, "bias", N);
+    bias_data = float_vector(*bias, bias_scratch);
+  }
+
+  cpu::MatmulArgs args;
+  args.w_type = w.dtype();
+  args.x = x.data_as<const float>();
+  args.M = x.shape().rows();
+  args.K = K;
+  args.x_stride = K;
+  args.w = static_cast<const uint8_t*>(w.data());
+  args.w_row_bytes = w.row_bytes();
+  args.bias = bias_data;
+  args.y = y.data_as<float>();
+  args.y_stride = N;
+  if (args.M == 0 || N == 0) return;
+  if (K == 0) {  // empty sums
+    for (int64_t m = 0; m < args.M; ++m) {
+      for (int64_t n = 0; n < N; ++n) args.y[m * N + n] = bias_data ? bias_data[n] : 0.0f;
+    }
+    return;
+  }
+  const cpu::Isa& isa = cpu::active_isa();
+  // Split the output rows; chunks are multiples of 16 rows so the ISA's row tiles stay whole.
+  constexpr int64_t kRowTile = 16;
+  const int64_t tiles = (N + kRowTile - 1) / kRowTile;
+  const int64_t work_per_tile = kRowTile * K * args.M;
+  pool.parallel_range(tiles, min_chunk_for(work_per_tile, 1 << 16), [&](int64_t begin, int64_t end, int) {
+    isa.matmul(args, begin * kRowTile, std::min(N, end * kRowTile));
+  });
+}
+
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out, ThreadPool& pool) {
+  constexpr std::string_view kName = "embedding";
+  check_defined(kName, table, "table");
+  check_dtype(kName, ids, "ids", DType::I32);
+  check_same_device(kName, {&table, &ids, &out});
+  if (table.rank() != 2 || table.dtype() == DType::I32) {
+    fail(ErrorKind::Shape, "embedding: table '{}' is {} {}, expected a float or quantized [V, H] matrix", table.name(),
+         dtype_name(table.dtype()), table.shape().str());
+  }
+  const int64_t V = table.dim(0);
+  const int64_t H = table.dim(1);
+  const int64_t T = ids.numel();
+  check_f32(kName, out, "output");
+  check_shape(kName, out, "output", Shape{T, H});
+  // Check every id before writing anything.
+  const auto* id = ids.data_as<const int32_t>();
+  for (int64_t t = 0; t < T; ++t) {
+    if (id[t] < 0 || id[t] >= V) {
+      fail(ErrorKind::Usage, "embedding: token id {} at position {} is outside the vocabulary [0, {}) of '{}'", id[t],
+           t, V, table.name());
+    }
+  }
+  const cpu::Isa& isa = cpu::active_isa();
+  pool.parallel_range(T, min_chunk_for(H), [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t)
+      isa.row_to_f32(table.dtype(), table.row(id[t]), out.data_as<float>() + t * H, H);
+  });
+}
+
+}  // namespace ferry::kernels

@@ -1,0 +1,20 @@
+// Which instruction-set level the CPU kernels run. Chosen once at first use: the best level this
+// CPU supports, or the one named by the environment variable FERRY_SIMD (scalar|avx2|avx512).
+// simd_level() in kernels.h reports the choice.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ferry::kernels {
+
+// The levels this machine can run, best first, e.g. {"avx512", "avx2", "scalar"}.
+std::vector<std::string> available_simd_levels();
+
+// Forces a level for every later kernel call in the process (tests run each level this way).
+// Throws Error(Usage) for an unknown name and Error(Unsupported) for a level this CPU lacks.
+// Not meant to be called while kernels run on other threads.
+void set_simd_level(std::string_view level);
+
+}  // namespace ferry::kernels

@@ -1,0 +1,107 @@
+// Naive references for the kernel tests, written independently of src/kernels: plain loops,
+// double accumulation, GGUF blocks decoded byte by byte from the layout in core/dtype.h.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/half.h"
+#include "core/tensor.h"
+#include "graph/op.h"
+
+namespace ferry::test {
+
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+inline Tensor f32_tensor(const Shape& shape, const std::vector<float>& values, const std::string& name = "t") {
+  Tensor t = Tensor::host(DType::F32, shape, name);
+  std::memcpy(t.data(), values.data(), values.size() * sizeof(float));
+  return t;
+}
+
+inline Tensor i32_tensor(const std::vector<int32_t>& values, const std::string& name = "ids") {
+  Tensor t = Tensor::host(DType::I32, Shape{static_cast<int64_t>(values.size())}, name);
+  std::memcpy(t.data(), values.data(), values.size() * sizeof(int32_t));
+  return t;
+}
+
+inline std::vector<float> values_of(const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  std::memcpy(v.data(), t.data(), v.size() * sizeof(float));
+  return v;
+}
+
+// Decodes element i of a row stored in `dtype` (the GGUF layouts: 2-byte fp16 scale then quants).
+inline double ref_element(DType dtype, const uint8_t* row, int64_t i) {
+  switch (dtype) {
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, row + 4 * i, 4);
+      return f;
+    }
+    case DType::F16:
+    case DType::BF16: {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * i, 2);
+      return dtype == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+    }
+    case DType::Q8_0: {
+      const uint8_t* block = row + (i / 32) * 34;
+      uint16_t d;
+      std::memcpy(&d, block, 2);
+      const auto q = static_cast<int8_t>(block[2 + i % 32]);
+      return static_cast<double>(f16_to_f32(d)) * q;
+    }
+    case DType::Q4_0: {
+      const uint8_t* block = row + (i / 32) * 18;
+      uint16_t d;
+      std::memcpy(&d, block, 2);
+      const int j = static_cast<int>(i % 32);
+      const uint8_t byte = block[2 + j % 16];
+      const int q = (j < 16 ? (byte & 15) : (byte >> 4)) - 8;
+      return static_cast<double>(f16_to_f32(d)) * q;
+    }
+    default:
+      return NAN;
+  }
+}
+
+// Fills a weight tensor of `dtype` with random content: random floats for plain types, random
+// scales and quants for quantized types (every bit pattern of the quants is exercised).
+inline Tensor random_weight(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
+  Tensor t = Tensor::host(dtype, Shape{rows, cols}, "w");
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  auto* p = static_cast<uint8_t*>(t.data());
+  const size_t bytes = t.nbytes();
+  if (dtype == DType::Q8_0 || dtype == DType::Q4_0) {
+    const size_t block = dtype == DType::Q8_0 ? 34 : 18;
+    for (size_t b = 0; b < bytes / block; ++b) {
+      const uint16_t d = f32_to_f16(dist(rng) * 0.05f);
+      std::memcpy(p + b * block, &d, 2);
+      for (size_t j = 2; j < block; ++j) p[b * block + j] = static_cast<uint8_t>(rng());
+    }
+  } else {
+    for (int64_t i = 0; i < rows * cols; ++i) {
+      const float f = dist(rng);
+      if (dtype == DType::F32) std::memcpy(p + 4 * i, &f, 4);
+      if (dtype == DType::F16 || dtype == DType::BF16) {
+        const uint16_t h = dtype == DType::F16 ? f32_to_f16(f) : f32_to_bf16(f);
+        std::memcpy(p + 2 * i, &h, 2);
+      }
+    }
+  }
+  return t;
+}
+
+}  // namespace ferry::test
