@@ -25,10 +25,11 @@ DeviceId DeviceId::parse(std::string_view text) {
   return DeviceId{DeviceType::Cpu, index};
 }
 
-std::string DeviceId::str() const { return fmt::format("cpu:{}", index); }
+std::string DeviceId::str() const {
+  return fmt::format("cpu:{}", index);
+}
 
-Allocator::Allocator(std::string device_name, size_t budget)
-    : device_name_(std::move(device_name)), budget_(budget) {}
+Allocator::Allocator(std::string device_name, size_t budget) : device_name_(std::move(device_name)), budget_(budget) {}
 
 Allocator::~Allocator() = default;
 
@@ -76,21 +77,29 @@ size_t parse_byte_size(std::string_view text) {
   std::string unit(num.substr(i));
   for (char& c : unit) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   double mult = 0;
-  if (unit.empty() || unit == "b") mult = 1;
-  else if (unit == "kib" || unit == "k") mult = 1024.0;
-  else if (unit == "mib" || unit == "m") mult = 1024.0 * 1024;
-  else if (unit == "gib" || unit == "g") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "tib" || unit == "t") mult = 1024.0 * 1024 * 1024 * 1024;
-  else if (unit == "kb") mult = 1e3;
-  else if (unit == "mb") mult = 1e6;
-  else if (unit == "gb") mult = 1e9;
-  else if (unit == "tb") mult = 1e12;
+  if (unit.empty() || unit == "b")
+    mult = 1;
+  else if (unit == "kib" || unit == "k")
+    mult = 1024.0;
+  else if (unit == "mib" || unit == "m")
+    mult = 1024.0 * 1024;
+  else if (unit == "gib" || unit == "g")
+    mult = 1024.0 * 1024 * 1024;
+  else if (unit == "tib" || unit == "t")
+    mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb")
+    mult = 1e3;
+  else if (unit == "mb")
+    mult = 1e6;
+  else if (unit == "gb")
+    mult = 1e9;
+  else if (unit == "tb")
+    mult = 1e12;
   char* end = nullptr;
   const double value = number.empty() ? -1 : std::strtod(number.c_str(), &end);
-  if (mult == 0 || number.empty() || end != number.c_str() + number.size() || !(value >= 0) ||
-      value * mult > 1.8e19) {
-    fail(ErrorKind::Usage, "cannot read the byte size '{}': write a number with an optional unit, e.g. 6GiB, 512MiB, 2GB",
-         text);
+  if (mult == 0 || number.empty() || end != number.c_str() + number.size() || !(value >= 0) || value * mult > 1.8e19) {
+    fail(ErrorKind::Usage,
+         "cannot read the byte size '{}': write a number with an optional unit, e.g. 6GiB, 512MiB, 2GB", text);
   }
   return static_cast<size_t>(std::llround(value * mult));
 }

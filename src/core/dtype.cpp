@@ -1,7 +1,7 @@
 #include "core/dtype.h"
 
-#include <iterator>
 #include <cctype>
+#include <iterator>
 #include <string>
 
 namespace ferry {
@@ -18,7 +18,9 @@ constexpr DTypeTraits kTraits[] = {
 static_assert(std::size(kTraits) == static_cast<size_t>(DType::Count), "every DType needs traits");
 }  // namespace
 
-const DTypeTraits& dtype_traits(DType dtype) { return kTraits[static_cast<size_t>(dtype)]; }
+const DTypeTraits& dtype_traits(DType dtype) {
+  return kTraits[static_cast<size_t>(dtype)];
+}
 
 std::optional<DType> dtype_from_name(std::string_view name) {
   std::string lower(name);

@@ -30,7 +30,9 @@ struct DTypeTraits {
 };
 
 const DTypeTraits& dtype_traits(DType dtype);
-inline std::string_view dtype_name(DType dtype) { return dtype_traits(dtype).name; }
+inline std::string_view dtype_name(DType dtype) {
+  return dtype_traits(dtype).name;
+}
 std::optional<DType> dtype_from_name(std::string_view name);  // accepts "f32", "F32", "bf16", "q8_0", ...
 
 // Bytes of `count` elements (count must be a multiple of the block size; returns nullopt otherwise

@@ -133,9 +133,13 @@ Tensor Tensor::view(std::shared_ptr<Storage> storage, size_t offset, DType dtype
   return t;
 }
 
-size_t Tensor::nbytes() const { return *dtype_bytes(dtype_, static_cast<uint64_t>(numel())); }
+size_t Tensor::nbytes() const {
+  return *dtype_bytes(dtype_, static_cast<uint64_t>(numel()));
+}
 
-size_t Tensor::row_bytes() const { return *dtype_bytes(dtype_, static_cast<uint64_t>(shape_.last())); }
+size_t Tensor::row_bytes() const {
+  return *dtype_bytes(dtype_, static_cast<uint64_t>(shape_.last()));
+}
 
 bool Tensor::is_contiguous() const {
   std::array<int64_t, kMaxDims> expect{};

@@ -38,7 +38,7 @@ struct Shape {
   int64_t numel() const;
   int64_t last() const { return rank == 0 ? 1 : dims[static_cast<size_t>(rank - 1)]; }
   int64_t rows() const { return rank == 0 ? 1 : numel() / last(); }  // product of all but the last dim
-  std::string str() const;  // "[4, 64]"
+  std::string str() const;                                           // "[4, 64]"
   friend bool operator==(const Shape& a, const Shape& b);
 };
 
@@ -93,7 +93,7 @@ class Tensor {
   size_t row_bytes() const;  // bytes of one row of the last dimension
   bool is_contiguous() const;
   Device* device() const { return storage_ ? storage_->device() : nullptr; }  // nullptr: host
-  std::string device_name() const;  // "cpu:1" or "host"
+  std::string device_name() const;                                            // "cpu:1" or "host"
   const std::string& name() const { return name_; }
   void set_name(std::string name) { name_ = std::move(name); }
   const std::shared_ptr<Storage>& storage() const { return storage_; }

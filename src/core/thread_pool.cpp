@@ -92,8 +92,7 @@ void ThreadPool::parallel_for(int64_t n_tasks, const std::function<void(int64_t,
   if (error_) std::rethrow_exception(error_);
 }
 
-void ThreadPool::parallel_range(int64_t n, int64_t min_chunk,
-                                const std::function<void(int64_t, int64_t, int)>& fn,
+void ThreadPool::parallel_range(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t, int)>& fn,
                                 int chunks_per_thread) {
   if (n <= 0) return;
   min_chunk = std::max<int64_t>(1, min_chunk);

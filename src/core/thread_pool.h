@@ -30,8 +30,7 @@ class ThreadPool {
   // Splits [0, n) into about size() * chunks_per_thread ranges of at least min_chunk and runs
   // fn(begin, end, thread) on each.
   void parallel_range(int64_t n, int64_t min_chunk,
-                      const std::function<void(int64_t begin, int64_t end, int thread)>& fn,
-                      int chunks_per_thread = 4);
+                      const std::function<void(int64_t begin, int64_t end, int thread)>& fn, int chunks_per_thread = 4);
 
  private:
   void worker_loop(int thread);

@@ -52,7 +52,9 @@ ValueId Graph::add_node(Op op, std::vector<ValueId> inputs, OpParams params, DTy
   return out;
 }
 
-void Graph::mark_output(ValueId value) { outputs_.push_back(value); }
+void Graph::mark_output(ValueId value) {
+  outputs_.push_back(value);
+}
 
 ValueId Graph::find(const std::string& name) const {
   auto it = value_index_.find(name);
@@ -71,8 +73,9 @@ ValueId GraphBuilder::embedding(ValueId table, ValueId ids, const std::string& n
   const Value& t = v(table);
   const Value& i = v(ids);
   if (t.shape.rank != 2 || i.dtype != DType::I32 || i.shape.rank != 1) {
-    shape_error("embedding", name, fmt::format("table {} and ids {} {} (want [V, H] and [T] i32)", t.shape.str(),
-                                               i.shape.str(), dtype_name(i.dtype)));
+    shape_error("embedding", name,
+                fmt::format("table {} and ids {} {} (want [V, H] and [T] i32)", t.shape.str(), i.shape.str(),
+                            dtype_name(i.dtype)));
   }
   return g_.add_node(Op::Embedding, {table, ids}, {}, DType::F32, Shape{i.shape[0], t.shape[1]}, name, module_);
 }
@@ -81,8 +84,9 @@ ValueId GraphBuilder::matmul(ValueId x, ValueId w, ValueId bias, const std::stri
   const Value& xv = v(x);
   const Value& wv = v(w);
   if (wv.shape.rank != 2 || xv.shape.last() != wv.shape[1]) {
-    shape_error("matmul", name, fmt::format("x {} ('{}') does not fit weight {} ('{}')", xv.shape.str(), xv.name,
-                                            wv.shape.str(), wv.name));
+    shape_error(
+        "matmul", name,
+        fmt::format("x {} ('{}') does not fit weight {} ('{}')", xv.shape.str(), xv.name, wv.shape.str(), wv.name));
   }
   Shape out = xv.shape;
   out[out.rank - 1] = wv.shape[0];
@@ -134,8 +138,9 @@ ValueId GraphBuilder::rope(ValueId x, ValueId positions, const RopeParams& p, co
   const Value& xv = v(x);
   if (xv.shape.rank != 2 || p.head_dim <= 0 || xv.shape[1] % p.head_dim != 0 || p.n_rot > p.head_dim ||
       p.n_rot % 2 != 0 || v(positions).shape.numel() != xv.shape[0] || v(positions).dtype != DType::I32) {
-    shape_error("rope", name, fmt::format("x {} with head_dim {}, n_rot {}, positions {}", xv.shape.str(), p.head_dim,
-                                          p.n_rot, v(positions).shape.str()));
+    shape_error("rope", name,
+                fmt::format("x {} with head_dim {}, n_rot {}, positions {}", xv.shape.str(), p.head_dim, p.n_rot,
+                            v(positions).shape.str()));
   }
   return g_.add_node(Op::Rope, {x, positions}, p, DType::F32, xv.shape, name, module_);
 }
@@ -147,10 +152,9 @@ ValueId GraphBuilder::attention(ValueId q, ValueId k, ValueId v_new, ValueId k_c
   const int64_t T = qv.shape[0];
   const int64_t kv_width = static_cast<int64_t>(p.n_kv_head) * p.head_dim;
   const bool ok = qv.shape.rank == 2 && qv.shape[1] == static_cast<int64_t>(p.n_head) * p.head_dim &&
-                  v(k).shape == Shape{T, kv_width} && v(v_new).shape == Shape{T, kv_width} &&
-                  kc.shape.rank == 2 && kc.shape[1] == kv_width && v(v_cache).shape == kc.shape &&
-                  p.n_kv_head > 0 && p.n_head % p.n_kv_head == 0 && p.kv_offset >= 0 &&
-                  p.kv_offset + T <= kc.shape[0];
+                  v(k).shape == Shape{T, kv_width} && v(v_new).shape == Shape{T, kv_width} && kc.shape.rank == 2 &&
+                  kc.shape[1] == kv_width && v(v_cache).shape == kc.shape && p.n_kv_head > 0 &&
+                  p.n_head % p.n_kv_head == 0 && p.kv_offset >= 0 && p.kv_offset + T <= kc.shape[0];
   if (!ok) {
     shape_error("attention", name,
                 fmt::format("q {}, k {}, v {}, cache {} with {} heads, {} kv heads, head_dim {}, offset {}",

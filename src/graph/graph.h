@@ -101,8 +101,8 @@ class GraphBuilder {
   ValueId silu(ValueId x, const std::string& name);
   ValueId gelu(ValueId x, const std::string& name);
   ValueId gelu_tanh(ValueId x, const std::string& name);
-  ValueId swiglu(ValueId x, const std::string& name);                   // fused [T, 2F]
-  ValueId swiglu(ValueId gate, ValueId up, const std::string& name);    // separate
+  ValueId swiglu(ValueId x, const std::string& name);                 // fused [T, 2F]
+  ValueId swiglu(ValueId gate, ValueId up, const std::string& name);  // separate
   ValueId softmax(ValueId x, const std::string& name);
   ValueId concat(const std::vector<ValueId>& parts, int axis, const std::string& name);
   ValueId slice(ValueId x, int axis, int64_t start, int64_t length, const std::string& name);

@@ -95,9 +95,10 @@ TEST(ThreadPool, RunsEveryTaskOnceAndForwardsErrors) {
     hits[static_cast<size_t>(t)]++;
   });
   for (auto& h : hits) EXPECT_EQ(h.load(), 1);
-  EXPECT_THROW(pool.parallel_for(10, [](int64_t t, int) {
-    if (t == 5) throw Error(ErrorKind::Internal, "boom");
-  }),
+  EXPECT_THROW(pool.parallel_for(10,
+                                 [](int64_t t, int) {
+                                   if (t == 5) throw Error(ErrorKind::Internal, "boom");
+                                 }),
                Error);
   int64_t sum = 0;
   std::mutex m;

@@ -1,0 +1,98 @@
+#include "engine/generator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include "core/error.h"
+#include "formats/gguf.h"
+#include "text/vocab.h"
+
+namespace ferry {
+
+namespace fs = std::filesystem;
+
+std::optional<Tokenizer> load_checkpoint_tokenizer(const Checkpoint& ckpt) {
+  if (ckpt.is_gguf) {
+    if (!ckpt.gguf->has("tokenizer.ggml.model")) return std::nullopt;
+    return Tokenizer::from_vocab(vocab_from_gguf(*ckpt.gguf));
+  }
+  const fs::path tj = fs::path(ckpt.directory) / "tokenizer.json";
+  if (!fs::exists(tj)) return std::nullopt;
+  return Tokenizer::from_vocab(vocab_from_tokenizer_json(tj.string()));
+}
+
+std::vector<int32_t> end_of_generation_ids(const Checkpoint& ckpt, const Tokenizer* tokenizer) {
+  std::vector<int32_t> ids = ckpt.config().eos_ids;
+  if (tokenizer != nullptr) {
+    for (int32_t id : tokenizer->vocab().eog_ids) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  return ids;
+}
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+}  // namespace
+
+GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::span<const int32_t> prompt,
+                        const std::vector<int32_t>& eog_ids, const GenerateOptions& options, const TextSink& on_text) {
+  if (prompt.empty()) fail(ErrorKind::Usage, "the prompt is empty: give --prompt text or --prompt-ids");
+  if (session.n_past() + static_cast<int64_t>(prompt.size()) + options.max_tokens > session.context()) {
+    fail(ErrorKind::Usage,
+         "the prompt ({} tokens) plus --max-tokens {} exceed the context of {} tokens; raise --ctx or lower "
+         "--max-tokens",
+         prompt.size(), options.max_tokens, session.context());
+  }
+  GenerateResult result;
+  result.prompt_tokens = static_cast<int>(prompt.size());
+  Sampler sampler(options.sampling);
+  for (int32_t id : prompt) sampler.accept(id);
+  StopRules stops(eog_ids, options.stop_strings, options.max_tokens, options.ignore_eos);
+  std::optional<StreamDecoder> decoder;
+  if (tokenizer != nullptr) decoder.emplace(*tokenizer);
+
+  auto start = std::chrono::steady_clock::now();
+  std::vector<float> logits = session.eval(prompt);
+  result.prompt_seconds = seconds_since(start);
+  start = std::chrono::steady_clock::now();
+
+  size_t emitted = 0;  // bytes of result.text already streamed
+  for (;;) {
+    const int32_t id = sampler.sample(logits.data(), session.vocab());
+    sampler.accept(id);
+    if (decoder) result.text += decoder->push(id);
+    const StopRules::Verdict verdict = stops.on_token(id, result.text);
+    if (verdict == StopRules::Verdict::StopEog) {
+      result.stop = verdict;
+      break;
+    }
+    result.ids.push_back(id);
+    if (verdict == StopRules::Verdict::StopString) {
+      result.text.resize(stops.stop_offset());
+      result.stop = verdict;
+      break;
+    }
+    if (on_text) {
+      const size_t safe = result.text.size() - stops.hold_back(result.text);
+      if (safe > emitted) {
+        on_text(std::string_view(result.text).substr(emitted, safe - emitted));
+        emitted = safe;
+      }
+    }
+    if (verdict == StopRules::Verdict::StopMaxTokens) {
+      result.stop = verdict;
+      break;
+    }
+    logits = session.eval(std::vector<int32_t>{id});
+  }
+  if (decoder && result.stop != StopRules::Verdict::StopString) result.text += decoder->flush();
+  if (on_text && result.text.size() > emitted) on_text(std::string_view(result.text).substr(emitted));
+  result.generate_seconds = seconds_since(start);
+  return result;
+}
+
+}  // namespace ferry

@@ -1,0 +1,51 @@
+// The generation loop: prompt -> logits -> sampler -> stop rules -> streamed text.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/checkpoint.h"
+#include "engine/session.h"
+#include "text/sampling.h"
+#include "text/stop.h"
+#include "text/tokenizer.h"
+
+namespace ferry {
+
+// The tokenizer a checkpoint carries: the GGUF's embedded vocabulary, or tokenizer.json in the
+// model directory. nullopt when there is none (token ids still work).
+std::optional<Tokenizer> load_checkpoint_tokenizer(const Checkpoint& ckpt);
+
+// Every end-of-generation id: the checkpoint's (generation_config.json / GGUF eos, eot, eom)
+// together with the tokenizer's.
+std::vector<int32_t> end_of_generation_ids(const Checkpoint& ckpt, const Tokenizer* tokenizer);
+
+struct GenerateOptions {
+  int max_tokens = 128;
+  SamplingParams sampling;
+  std::vector<std::string> stop_strings;
+  bool ignore_eos = false;  // fixed-length runs for benchmarks
+};
+
+struct GenerateResult {
+  std::vector<int32_t> ids;  // generated ids (the stopping EOG id is not included)
+  std::string text;          // their text, without a matched stop string
+  StopRules::Verdict stop = StopRules::Verdict::Continue;
+  double prompt_seconds = 0;
+  double generate_seconds = 0;  // all decode steps after the prompt
+  int prompt_tokens = 0;
+};
+
+// Streams text as it becomes final (never half a UTF-8 character, never the start of a possible
+// stop string). `tokenizer` may be null: then text stays empty and only ids are produced.
+using TextSink = std::function<void(std::string_view)>;
+
+GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::span<const int32_t> prompt,
+                        const std::vector<int32_t>& eog_ids, const GenerateOptions& options,
+                        const TextSink& on_text = {});
+
+}  // namespace ferry

@@ -1,0 +1,249 @@
+#include "engine/model_config_reader.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "formats/gguf.h"
+#include "formats/json_file.h"
+#include "models/tensor_names.h"
+
+namespace ferry {
+
+namespace {
+
+int to_int(int64_t v, std::string_view what, const std::string& source) {
+  if (v <= 0 || v > (1 << 30)) fail(ErrorKind::Config, "{}: {} = {} is out of range", source, what, v);
+  return static_cast<int>(v);
+}
+
+void add_eos(std::vector<int32_t>& ids, int64_t id) {
+  if (id >= 0 && std::find(ids.begin(), ids.end(), static_cast<int32_t>(id)) == ids.end()) {
+    ids.push_back(static_cast<int32_t>(id));
+  }
+}
+
+// Linear RoPE scaling from config.json's rope_scaling; other schemes are refused, not ignored.
+float hf_rope_freq_scale(const nlohmann::json& config, const std::string& source) {
+  auto it = config.find("rope_scaling");
+  if (it == config.end() || it->is_null()) return 1.0f;
+  if (!it->is_object()) fail(ErrorKind::Config, "{}: rope_scaling must be an object or null", source);
+  std::string type = json_opt_string(*it, "type", source).value_or("");
+  if (type.empty()) type = json_opt_string(*it, "rope_type", source).value_or("");
+  if (type == "default") return 1.0f;
+  if (type != "linear") {
+    fail(ErrorKind::Unsupported, "{}: rope_scaling type '{}' is not supported yet (ferry supports linear scaling)",
+         source, type);
+  }
+  const double factor = json_float(*it, "factor", source, "linear RoPE scaling");
+  if (!(factor > 0)) fail(ErrorKind::Config, "{}: rope_scaling factor must be positive, got {}", source, factor);
+  return static_cast<float>(1.0 / factor);
+}
+
+void read_generation_ids(ModelConfig& c, const nlohmann::json& config, const nlohmann::json* generation,
+                         const std::string& source) {
+  // generation_config.json is what generate() honours; config.json is the fallback.
+  if (generation != nullptr) {
+    for (int64_t id : json_opt_int_list(*generation, "eos_token_id", source + " (generation_config.json)")) {
+      add_eos(c.eos_ids, id);
+    }
+    if (auto bos = json_opt_int(*generation, "bos_token_id", source + " (generation_config.json)")) {
+      c.bos_id = static_cast<int32_t>(*bos);
+    }
+  }
+  for (int64_t id : json_opt_int_list(config, "eos_token_id", source)) add_eos(c.eos_ids, id);
+  if (c.bos_id < 0) {
+    if (auto bos = json_opt_int(config, "bos_token_id", source)) c.bos_id = static_cast<int32_t>(*bos);
+  }
+}
+
+ModelConfig chatglm_from_hf(const nlohmann::json& j, const std::string& s) {
+  ModelConfig c;
+  c.family = Family::ChatGlm;
+  c.layout = TensorLayout::HfChatGlm;
+  c.n_layer = to_int(json_int(j, "num_layers", s, "the number of layers"), "num_layers", s);
+  c.hidden = to_int(json_int(j, "hidden_size", s, "the hidden width"), "hidden_size", s);
+  c.ffn = to_int(json_int(j, "ffn_hidden_size", s, "the MLP width"), "ffn_hidden_size", s);
+  c.n_head = to_int(json_int(j, "num_attention_heads", s, "attention"), "num_attention_heads", s);
+  c.head_dim = to_int(json_opt_int(j, "kv_channels", s).value_or(c.hidden / c.n_head), "kv_channels", s);
+  c.n_kv_head = json_opt_bool(j, "multi_query_attention", s).value_or(false)
+                    ? to_int(json_int(j, "multi_query_group_num", s, "grouped attention"), "multi_query_group_num", s)
+                    : c.n_head;
+  const auto padded = json_opt_int(j, "padded_vocab_size", s);
+  c.vocab = to_int(padded ? *padded : json_int(j, "vocab_size", s, "the vocabulary"), "padded_vocab_size", s);
+  c.norm_eps = static_cast<float>(json_opt_float(j, "layernorm_epsilon", s).value_or(1e-5));
+  c.max_context = static_cast<int>(json_opt_int(j, "seq_length", s).value_or(8192));
+  if (!json_opt_bool(j, "rmsnorm", s).value_or(true)) {
+    fail(ErrorKind::Unsupported, "{}: ChatGLM with LayerNorm (rmsnorm: false, the first ChatGLM-6B) is not supported",
+         s);
+  }
+  if (json_opt_bool(j, "apply_residual_connection_post_layernorm", s).value_or(false)) {
+    fail(ErrorKind::Unsupported, "{}: apply_residual_connection_post_layernorm: true is not supported", s);
+  }
+  if (json_opt_bool(j, "add_bias_linear", s).value_or(false)) {
+    fail(ErrorKind::Unsupported, "{}: add_bias_linear: true (biases on dense layers) is not supported", s);
+  }
+  c.qkv_bias = json_opt_bool(j, "add_qkv_bias", s).value_or(false);
+  c.fused_qkv = true;
+  c.fused_gate_up = true;
+  // THUDM's RotaryEmbedding(kv_channels // 2): the first half of each head, adjacent pairs,
+  // base 10000 * rope_ratio.
+  c.n_rot = c.head_dim / 2;
+  c.rope_style = RopeStyle::Adjacent;
+  c.rope_theta = static_cast<float>(10000.0 * json_opt_float(j, "rope_ratio", s).value_or(1.0));
+  c.tied_embeddings = false;
+  return c;
+}
+
+ModelConfig decoder_from_hf(const nlohmann::json& j, const std::string& s, const std::string& model_type) {
+  ModelConfig c;
+  c.layout = TensorLayout::HfDecoder;
+  if (model_type == "llama")
+    c.family = Family::Llama;
+  else if (model_type == "qwen2")
+    c.family = Family::Qwen2;
+  else if (model_type == "glm")
+    c.family = Family::Glm;
+  else
+    c.family = Family::Glm4;
+  c.n_layer = to_int(json_int(j, "num_hidden_layers", s, "the number of layers"), "num_hidden_layers", s);
+  c.hidden = to_int(json_int(j, "hidden_size", s, "the hidden width"), "hidden_size", s);
+  c.ffn = to_int(json_int(j, "intermediate_size", s, "the MLP width"), "intermediate_size", s);
+  c.n_head = to_int(json_int(j, "num_attention_heads", s, "attention"), "num_attention_heads", s);
+  c.n_kv_head = to_int(json_opt_int(j, "num_key_value_heads", s).value_or(c.n_head), "num_key_value_heads", s);
+  c.head_dim = to_int(json_opt_int(j, "head_dim", s).value_or(c.hidden / c.n_head), "head_dim", s);
+  c.vocab = to_int(json_int(j, "vocab_size", s, "the vocabulary"), "vocab_size", s);
+  c.norm_eps = static_cast<float>(json_opt_float(j, "rms_norm_eps", s).value_or(1e-6));
+  c.max_context = static_cast<int>(json_opt_int(j, "max_position_embeddings", s).value_or(4096));
+  c.rope_theta = static_cast<float>(json_opt_float(j, "rope_theta", s).value_or(10000.0));
+  c.rope_freq_scale = hf_rope_freq_scale(j, s);
+  c.tied_embeddings = json_opt_bool(j, "tie_word_embeddings", s).value_or(false);
+  const std::string act = json_opt_string(j, "hidden_act", s).value_or("silu");
+  if (act != "silu") fail(ErrorKind::Unsupported, "{}: hidden_act '{}' is not supported (ferry supports silu)", s, act);
+  const double partial = json_opt_float(j, "partial_rotary_factor", s)
+                             .value_or(c.family == Family::Glm || c.family == Family::Glm4 ? 0.5 : 1.0);
+  c.n_rot = static_cast<int>(std::lround(c.head_dim * partial));
+  switch (c.family) {
+    case Family::Llama:
+
+      c.qkv_bias = json_opt_bool(j, "attention_bias", s).value_or(false);
+      if (json_opt_bool(j, "mlp_bias", s).value_or(false)) {
+        fail(ErrorKind::Unsupported, "{}: mlp_bias: true is not supported", s);
+      }
+      break;
+    case Family::Qwen2:
+
+      c.qkv_bias = true;  // Qwen2 always has q/k/v biases
+      break;
+    case Family::Glm:
+    case Family::Glm4:
+      c.rope_style = RopeStyle::Adjacent;
+      c.qkv_bias = json_opt_bool(j, "attention_bias", s).value_or(true);
+      c.fused_gate_up = true;
+      c.post_norms = c.family == Family::Glm4;
+      break;
+    case Family::ChatGlm:
+      break;
+  }
+  return c;
+}
+
+}  // namespace
+
+ModelConfig model_config_from_hf(const nlohmann::json& config, const nlohmann::json* generation_config,
+                                 const std::string& source) {
+  if (!config.is_object()) fail(ErrorKind::Config, "{}: expected a JSON object", source);
+  const std::string model_type = json_opt_string(config, "model_type", source).value_or("");
+  std::string arch;
+  if (auto it = config.find("architectures");
+      it != config.end() && it->is_array() && !it->empty() && (*it)[0].is_string()) {
+    arch = (*it)[0].get<std::string>();
+  }
+  ModelConfig c;
+  if (model_type == "chatglm" || arch.rfind("ChatGLM", 0) == 0) {
+    c = chatglm_from_hf(config, source);
+  } else if (model_type == "llama" || model_type == "qwen2" || model_type == "glm" || model_type == "glm4") {
+    c = decoder_from_hf(config, source, model_type);
+  } else {
+    fail(ErrorKind::Unsupported,
+         "{}: model_type '{}' (architecture '{}') is not supported; ferry runs llama, qwen2, glm, glm4 and chatglm "
+         "checkpoints",
+         source, model_type, arch);
+  }
+  c.architecture = arch.empty() ? model_type : arch;
+  read_generation_ids(c, config, generation_config, source);
+  c.validate(source);
+  return c;
+}
+
+ModelConfig model_config_from_gguf(const GgufFile& g, const std::function<bool(const std::string&)>& has_tensor,
+                                   const std::string& s) {
+  const std::string arch = g.get_string("general.architecture");
+  ModelConfig c;
+  c.architecture = arch;
+  c.layout = TensorLayout::Gguf;
+  const auto key = [&](const char* k) { return arch + "." + k; };
+  if (arch == "llama") {
+    c.family = Family::Llama;
+    c.rope_style = RopeStyle::Adjacent;  // the converter permuted q/k rows for adjacent-pair RoPE
+  } else if (arch == "qwen2") {
+    c.family = Family::Qwen2;
+
+  } else if (arch == "glm4") {
+    c.family = Family::Glm4;
+    c.rope_style = RopeStyle::Adjacent;
+    c.post_norms = true;
+  } else if (arch == "chatglm") {
+    c.family = Family::ChatGlm;
+    c.rope_style = RopeStyle::Adjacent;
+  } else {
+    fail(ErrorKind::Unsupported,
+         "{}: GGUF architecture '{}' is not supported; ferry runs llama, qwen2, glm4 and chatglm GGUF files", s, arch);
+  }
+  c.n_layer = to_int(g.get_int(key("block_count")), "block_count", s);
+  c.hidden = to_int(g.get_int(key("embedding_length")), "embedding_length", s);
+  c.ffn = to_int(g.get_int(key("feed_forward_length")), "feed_forward_length", s);
+  c.n_head = to_int(g.get_int(key("attention.head_count")), "attention.head_count", s);
+  c.n_kv_head = g.has(key("attention.head_count_kv"))
+                    ? to_int(g.get_int(key("attention.head_count_kv")), "attention.head_count_kv", s)
+                    : c.n_head;
+  c.head_dim = g.has(key("attention.key_length"))
+                   ? to_int(g.get_int(key("attention.key_length")), "attention.key_length", s)
+                   : c.hidden / c.n_head;
+  c.n_rot = g.has(key("rope.dimension_count"))
+                ? to_int(g.get_int(key("rope.dimension_count")), "rope.dimension_count", s)
+                : c.head_dim;
+  c.rope_theta = g.has(key("rope.freq_base")) ? g.get_f32(key("rope.freq_base")) : 10000.0f;
+  if (g.has(key("rope.scaling.type"))) {
+    const std::string type = g.get_string(key("rope.scaling.type"));
+    if (type == "linear") {
+      c.rope_freq_scale = 1.0f / g.get_f32(key("rope.scaling.factor"));
+    } else if (type != "none") {
+      fail(ErrorKind::Unsupported, "{}: RoPE scaling '{}' is not supported yet (ferry supports linear)", s, type);
+    }
+  } else if (g.has(key("rope.scale_linear"))) {
+    c.rope_freq_scale = 1.0f / g.get_f32(key("rope.scale_linear"));
+  }
+  c.norm_eps =
+      g.has(key("attention.layer_norm_rms_epsilon")) ? g.get_f32(key("attention.layer_norm_rms_epsilon")) : 1e-5f;
+  c.max_context = g.has(key("context_length")) ? static_cast<int>(g.get_int(key("context_length"))) : 4096;
+  const auto name = [&](LogicalTensor t) { return *tensor_name(TensorLayout::Gguf, t, 0); };
+  c.fused_qkv = has_tensor(name(LogicalTensor::AttnQkv));
+  c.qkv_bias = has_tensor(name(c.fused_qkv ? LogicalTensor::AttnQkvBias : LogicalTensor::AttnQBias));
+  c.fused_gate_up = !has_tensor(name(LogicalTensor::FfnGate));
+  c.tied_embeddings = !has_tensor(name(LogicalTensor::Output));
+  // The vocabulary is the embedding's row count (the tokenizer list may be shorter or absent).
+  if (g.has(key("vocab_size"))) {
+    c.vocab = to_int(g.get_int(key("vocab_size")), "vocab_size", s);
+  } else if (g.has("tokenizer.ggml.tokens")) {
+    c.vocab = static_cast<int>(g.get_string_array("tokenizer.ggml.tokens").size());
+  }
+  if (g.has("tokenizer.ggml.bos_token_id")) c.bos_id = static_cast<int32_t>(g.get_int("tokenizer.ggml.bos_token_id"));
+  for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
+    if (g.has(k)) add_eos(c.eos_ids, g.get_int(k));
+  }
+  c.validate(s);
+  return c;
+}
+
+}  // namespace ferry

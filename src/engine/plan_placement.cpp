@@ -1,0 +1,13 @@
+#include "engine/plan_placement.h"
+
+namespace ferry {
+
+Placement placement_from_plan(const Plan& plan, DeviceSet& devices) {
+  Placement placement;
+  for (const auto& [module, index] : plan.assignment) {
+    placement.module_device[module] = &devices.get(plan.devices.at(static_cast<size_t>(index)).device.id);
+  }
+  return placement;
+}
+
+}  // namespace ferry

@@ -1,0 +1,48 @@
+// A running model: the loaded weights, a KV cache per layer on that layer's device, and the
+// position bookkeeping. Builds each step's graph and hands it to the executor.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "models/decoder.h"
+#include "runtime/executor.h"
+#include "runtime/placement.h"
+#include "runtime/state_store.h"
+#include "runtime/weight_store.h"
+
+namespace ferry {
+
+class Session {
+ public:
+  // `context`: KV-cache rows per layer (the longest prompt + generation this session can hold).
+  Session(const ModelSpec& spec, const Placement& placement, const WeightStore& weights, int64_t context);
+
+  // Feeds tokens at explicit positions (positions are independent of cache slots: GLM-4V gives all
+  // image tokens one position). Returns logits [rows, vocab] row-major: one row for the last token,
+  // or one per token with all_logits. Throws Error(Usage) when the context is full.
+  std::vector<float> eval(std::span<const int32_t> tokens, std::span<const int32_t> positions, bool all_logits = false);
+  // Positions n_past .. n_past + n - 1.
+  std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits = false);
+
+  int64_t n_past() const { return n_past_; }  // cache rows filled
+  int64_t next_position() const { return next_pos_; }
+  int64_t context() const { return context_; }
+  int vocab() const { return spec_.config.vocab; }
+  void reset();  // forget the conversation (cache contents are overwritten by later steps)
+
+  const RunStats& last_stats() const { return executor_.stats(); }
+  Executor& executor() { return executor_; }
+  const StateStore& states() const { return states_; }
+
+ private:
+  const ModelSpec& spec_;
+  StateStore states_;
+  Executor executor_;
+  int64_t context_;
+  int64_t n_past_ = 0;
+  int64_t next_pos_ = 0;
+};
+
+}  // namespace ferry

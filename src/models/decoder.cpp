@@ -1,0 +1,252 @@
+#include "models/decoder.h"
+
+#include <cmath>
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace ferry {
+
+std::string embed_module() {
+  return "embed";
+}
+std::string layer_module(int layer) {
+  return fmt::format("layers.{}", layer);
+}
+std::string head_module() {
+  return "head";
+}
+std::string k_cache_name(int layer) {
+  return fmt::format("layers.{}.k_cache", layer);
+}
+std::string v_cache_name(int layer) {
+  return fmt::format("layers.{}.v_cache", layer);
+}
+
+const ParamSpec* ModelSpec::find(LogicalTensor role, int layer) const {
+  for (const auto& m : modules) {
+    for (const auto& p : m.params) {
+      if (p.role == role && p.layer == layer) return &p;
+    }
+  }
+  return nullptr;
+}
+
+uint64_t ModelSpec::parameter_count() const {
+  std::unordered_set<std::string> seen;
+  uint64_t n = 0;
+  for (const auto& m : modules) {
+    for (const auto& p : m.params) {
+      if (seen.insert(p.name).second) n += static_cast<uint64_t>(p.shape.numel());
+    }
+  }
+  return n;
+}
+
+namespace {
+
+// Collects the parameters of one module, remembering every problem so the error lists them all.
+class SpecCollector {
+ public:
+  SpecCollector(const ModelConfig& config, const TensorLookup& lookup) : config_(config), lookup_(lookup) {}
+
+  void add(ModuleSpec& module, LogicalTensor role, int layer, const Shape& expected, bool optional = false) {
+    const auto name = tensor_name(config_.layout, role, layer);
+    if (!name) {
+      if (!optional) {
+        problems_.push_back(fmt::format("{} has no name for '{}' in this checkpoint layout",
+                                        family_name(config_.family), logical_tensor_name(role)));
+      }
+      return;
+    }
+    const auto stored = lookup_(*name);
+    if (!stored) {
+      if (!optional) missing_.push_back(*name);
+      return;
+    }
+    // A [N] vector may be stored as [N] or [1, N]; matrices must match exactly.
+    const bool vector_ok = expected.rank == 1 && stored->shape.numel() == expected[0];
+    if (!(stored->shape == expected) && !vector_ok) {
+      problems_.push_back(
+          fmt::format("tensor '{}' has shape {}, but the config needs {}", *name, stored->shape.str(), expected.str()));
+      return;
+    }
+    ParamSpec p;
+    p.name = *name;
+    p.role = role;
+    p.layer = layer_class(role) == LayerClass::Repeating ? layer : -1;
+    p.stored_dtype = stored->dtype;
+    p.compute_dtype = expected.rank == 1 ? DType::F32 : stored->dtype;
+    p.shape = expected;
+    module.params.push_back(std::move(p));
+  }
+
+  bool has(LogicalTensor role, int layer = 0) const {
+    const auto name = tensor_name(config_.layout, role, layer);
+    return name && lookup_(*name).has_value();
+  }
+
+  void finish(const std::string& source) const {
+    if (missing_.empty() && problems_.empty()) return;
+    std::string msg = fmt::format("{}: the checkpoint does not fit a {} model ({} {}):", source,
+                                  family_name(config_.family), config_.architecture, "config");
+    if (!missing_.empty()) {
+      msg += fmt::format("\n  {} missing tensor(s):", missing_.size());
+      const size_t shown = std::min<size_t>(missing_.size(), 12);
+      for (size_t i = 0; i < shown; ++i) msg += "\n    " + missing_[i];
+      if (shown < missing_.size()) msg += fmt::format("\n    ... and {} more", missing_.size() - shown);
+    }
+    for (const auto& p : problems_) msg += "\n  " + p;
+    msg += "\n  check that config.json belongs to these weights and that every shard is present";
+    throw Error(ErrorKind::Shape, msg);
+  }
+
+ private:
+  const ModelConfig& config_;
+  const TensorLookup& lookup_;
+  std::vector<std::string> missing_;
+  std::vector<std::string> problems_;
+};
+
+}  // namespace
+
+ModelSpec make_decoder_spec(const ModelConfig& config, const TensorLookup& lookup, const std::string& source) {
+  config.validate(source);
+  ModelSpec spec;
+  spec.config = config;
+  SpecCollector c(config, lookup);
+  const int64_t H = config.hidden;
+  const int64_t V = config.vocab;
+  const int64_t F = config.ffn;
+  const int64_t QW = config.q_width();
+  const int64_t KVW = config.kv_width();
+
+  ModuleSpec embed{embed_module(), {}};
+  c.add(embed, LogicalTensor::TokenEmbedding, -1, Shape{V, H});
+  spec.modules.push_back(std::move(embed));
+
+  for (int l = 0; l < config.n_layer; ++l) {
+    ModuleSpec m{layer_module(l), {}};
+    c.add(m, LogicalTensor::AttnNorm, l, Shape{H});
+    if (config.fused_qkv) {
+      c.add(m, LogicalTensor::AttnQkv, l, Shape{QW + 2 * KVW, H});
+      if (config.qkv_bias) c.add(m, LogicalTensor::AttnQkvBias, l, Shape{QW + 2 * KVW});
+    } else {
+      c.add(m, LogicalTensor::AttnQ, l, Shape{QW, H});
+      c.add(m, LogicalTensor::AttnK, l, Shape{KVW, H});
+      c.add(m, LogicalTensor::AttnV, l, Shape{KVW, H});
+      if (config.qkv_bias) {
+        c.add(m, LogicalTensor::AttnQBias, l, Shape{QW});
+        c.add(m, LogicalTensor::AttnKBias, l, Shape{KVW});
+        c.add(m, LogicalTensor::AttnVBias, l, Shape{KVW});
+      }
+    }
+    c.add(m, LogicalTensor::AttnOut, l, Shape{H, QW});
+    if (config.post_norms) c.add(m, LogicalTensor::AttnPostNorm, l, Shape{H});
+    c.add(m, LogicalTensor::FfnNorm, l, Shape{H});
+    if (config.fused_gate_up) {
+      c.add(m, LogicalTensor::FfnGateUp, l, Shape{2 * F, H});
+    } else {
+      c.add(m, LogicalTensor::FfnGate, l, Shape{F, H});
+      c.add(m, LogicalTensor::FfnUp, l, Shape{F, H});
+    }
+    c.add(m, LogicalTensor::FfnDown, l, Shape{H, F});
+    if (config.post_norms) c.add(m, LogicalTensor::FfnPostNorm, l, Shape{H});
+    spec.modules.push_back(std::move(m));
+  }
+
+  ModuleSpec head{head_module(), {}};
+  c.add(head, LogicalTensor::OutputNorm, -1, Shape{H});
+  if (!config.tied_embeddings) c.add(head, LogicalTensor::Output, -1, Shape{V, H});
+  spec.modules.push_back(std::move(head));
+  c.finish(source);
+  return spec;
+}
+
+namespace {
+
+ValueId weight_of(GraphBuilder& b, const ModelSpec& spec, LogicalTensor role, int layer = -1) {
+  const ParamSpec* p = spec.find(role, layer);
+  if (p == nullptr) return kNoValue;
+  return b.weight(p->name, p->compute_dtype, p->shape);
+}
+
+}  // namespace
+
+Graph build_decoder_graph(const ModelSpec& spec, const StepShape& step) {
+  const ModelConfig& c = spec.config;
+  if (step.n_tokens <= 0 || step.kv_offset < 0 || step.kv_offset + step.n_tokens > step.kv_capacity) {
+    fail(ErrorKind::Usage, "a step of {} token(s) after {} cached does not fit a context of {} tokens", step.n_tokens,
+         step.kv_offset, step.kv_capacity);
+  }
+  Graph g;
+  GraphBuilder b(g);
+  const int64_t T = step.n_tokens;
+  const int64_t QW = c.q_width();
+  const int64_t KVW = c.kv_width();
+
+  const ValueId tokens = g.input("tokens", DType::I32, Shape{T});        // [T] token ids
+  const ValueId positions = g.input("positions", DType::I32, Shape{T});  // [T] position ids
+
+  b.set_module(embed_module());
+  ValueId x = b.embedding(weight_of(b, spec, LogicalTensor::TokenEmbedding), tokens, "embed.out");  // [T, H]
+
+  const RopeParams rope{c.head_dim, c.n_rot, c.rope_style, c.rope_theta, c.rope_freq_scale};
+  AttentionParams attn;
+  attn.n_head = c.n_head;
+  attn.n_kv_head = c.n_kv_head;
+  attn.head_dim = c.head_dim;
+  attn.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  attn.kv_offset = step.kv_offset;
+
+  for (int l = 0; l < c.n_layer; ++l) {
+    const std::string p = layer_module(l);
+    b.set_module(p);
+    const auto w = [&](LogicalTensor role) { return weight_of(b, spec, role, l); };
+
+    const ValueId h = b.rms_norm(x, w(LogicalTensor::AttnNorm), c.norm_eps, p + ".attn_norm");
+    ValueId q, k, v;
+    if (c.fused_qkv) {
+      const ValueId qkv = b.matmul(h, w(LogicalTensor::AttnQkv), w(LogicalTensor::AttnQkvBias), p + ".qkv");
+      q = b.slice(qkv, 1, 0, QW, p + ".q");
+      k = b.slice(qkv, 1, QW, KVW, p + ".k");
+      v = b.slice(qkv, 1, QW + KVW, KVW, p + ".v");
+    } else {
+      q = b.matmul(h, w(LogicalTensor::AttnQ), w(LogicalTensor::AttnQBias), p + ".q");
+      k = b.matmul(h, w(LogicalTensor::AttnK), w(LogicalTensor::AttnKBias), p + ".k");
+      v = b.matmul(h, w(LogicalTensor::AttnV), w(LogicalTensor::AttnVBias), p + ".v");
+    }
+    q = b.rope(q, positions, rope, p + ".q_rope");
+    k = b.rope(k, positions, rope, p + ".k_rope");
+    const ValueId k_cache = b.state(k_cache_name(l), DType::F32, Shape{step.kv_capacity, KVW});
+    const ValueId v_cache = b.state(v_cache_name(l), DType::F32, Shape{step.kv_capacity, KVW});
+    const ValueId a = b.attention(q, k, v, k_cache, v_cache, attn, p + ".attn");
+    ValueId o = b.matmul(a, w(LogicalTensor::AttnOut), kNoValue, p + ".attn_out");
+    if (c.post_norms) o = b.rms_norm(o, w(LogicalTensor::AttnPostNorm), c.norm_eps, p + ".attn_post_norm");
+    x = b.add(x, o, p + ".attn_residual");
+
+    const ValueId hf = b.rms_norm(x, w(LogicalTensor::FfnNorm), c.norm_eps, p + ".ffn_norm");
+    ValueId m;
+    if (c.fused_gate_up) {
+      m = b.swiglu(b.matmul(hf, w(LogicalTensor::FfnGateUp), kNoValue, p + ".gate_up"), p + ".swiglu");
+    } else {
+      const ValueId gate = b.matmul(hf, w(LogicalTensor::FfnGate), kNoValue, p + ".gate");
+      const ValueId up = b.matmul(hf, w(LogicalTensor::FfnUp), kNoValue, p + ".up");
+      m = b.swiglu(gate, up, p + ".swiglu");
+    }
+    ValueId d = b.matmul(m, w(LogicalTensor::FfnDown), kNoValue, p + ".down");
+    if (c.post_norms) d = b.rms_norm(d, w(LogicalTensor::FfnPostNorm), c.norm_eps, p + ".ffn_post_norm");
+    x = b.add(x, d, p + ".ffn_residual");
+  }
+
+  b.set_module(head_module());
+  if (!step.all_logits && T > 1) x = b.slice(x, 0, T - 1, 1, "head.last_token");
+  const ValueId normed = b.rms_norm(x, weight_of(b, spec, LogicalTensor::OutputNorm), c.norm_eps, "head.norm");
+  const ValueId out_w =
+      c.tied_embeddings ? weight_of(b, spec, LogicalTensor::TokenEmbedding) : weight_of(b, spec, LogicalTensor::Output);
+  const ValueId logits = b.matmul(normed, out_w, kNoValue, "logits");
+  g.mark_output(logits);
+  return g;
+}
+
+}  // namespace ferry

@@ -1,0 +1,72 @@
+// One decoder for Llama, Qwen2, GLM (HF), GLM-4-0414 and ChatGLM: the differences between them are
+// flags in ModelConfig and rows in the tensor-name table. Declares the model's modules (the units
+// a plan places) and builds the graph of one step. Knows no devices.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "graph/graph.h"
+#include "models/model_config.h"
+#include "models/tensor_names.h"
+
+namespace ferry {
+
+struct ParamSpec {
+  std::string name;  // checkpoint name
+  LogicalTensor role = LogicalTensor::Count;
+  int layer = -1;  // -1 for input/output tensors
+  DType stored_dtype = DType::F32;
+  DType compute_dtype = DType::F32;  // matrices keep their stored dtype; vectors (norms, biases) become f32
+  Shape shape;
+};
+
+struct ModuleSpec {
+  std::string name;  // "embed", "layers.N", "head"
+  std::vector<ParamSpec> params;
+};
+
+struct ModelSpec {
+  ModelConfig config;
+  std::vector<ModuleSpec> modules;  // in execution order
+
+  const ParamSpec* find(LogicalTensor role, int layer = -1) const;
+  uint64_t parameter_count() const;  // every parameter once (tied weights counted once)
+};
+
+// Answers whether the checkpoint holds a tensor and with which dtype and shape.
+struct StoredTensor {
+  DType dtype;
+  Shape shape;
+};
+using TensorLookup = std::function<std::optional<StoredTensor>(const std::string& name)>;
+
+// Builds the module list for `config`, checking every tensor the config needs against the
+// checkpoint: a missing tensor or a wrong shape is Error(Shape) naming the tensor, the expected
+// and the actual shape (all missing names are listed at once).
+ModelSpec make_decoder_spec(const ModelConfig& config, const TensorLookup& lookup, const std::string& source);
+
+// Module names.
+std::string embed_module();
+std::string layer_module(int layer);
+std::string head_module();
+// State (KV cache) names of a layer.
+std::string k_cache_name(int layer);
+std::string v_cache_name(int layer);
+
+struct StepShape {
+  int64_t n_tokens = 1;     // tokens in this step
+  int64_t kv_offset = 0;    // cache rows filled before this step
+  int64_t kv_capacity = 0;  // cache rows allocated (max context of the session)
+  bool all_logits = false;  // logits for every token (else only the last)
+};
+
+// Graph inputs: "tokens" [T] i32, "positions" [T] i32 (explicit position ids, independent of the
+// cache slot). Output: "logits" [T or 1, vocab] f32.
+Graph build_decoder_graph(const ModelSpec& spec, const StepShape& step);
+
+}  // namespace ferry

@@ -1,0 +1,46 @@
+#include "models/model_config.h"
+
+#include "core/error.h"
+
+namespace ferry {
+
+const char* family_name(Family family) {
+  switch (family) {
+    case Family::Llama:
+      return "llama";
+    case Family::Qwen2:
+      return "qwen2";
+    case Family::Glm:
+      return "glm";
+    case Family::Glm4:
+      return "glm4";
+    case Family::ChatGlm:
+      return "chatglm";
+  }
+  return "unknown";
+}
+
+void ModelConfig::validate(const std::string& source) const {
+  const auto positive = [&](const char* what, int v) {
+    if (v <= 0) fail(ErrorKind::Config, "{}: {} must be positive, got {}", source, what, v);
+  };
+  positive("number of layers", n_layer);
+  positive("hidden size", hidden);
+  positive("number of attention heads", n_head);
+  positive("number of key/value heads", n_kv_head);
+  positive("head dimension", head_dim);
+  positive("feed-forward size", ffn);
+  positive("vocabulary size", vocab);
+  if (n_head % n_kv_head != 0) {
+    fail(ErrorKind::Config, "{}: {} attention heads cannot be grouped over {} key/value heads (must divide)", source,
+         n_head, n_kv_head);
+  }
+  if (n_rot <= 0 || n_rot > head_dim || n_rot % 2 != 0) {
+    fail(ErrorKind::Config, "{}: rotary dimension {} must be even and within the head dimension {}", source, n_rot,
+         head_dim);
+  }
+  if (!(rope_theta > 0.0f)) fail(ErrorKind::Config, "{}: RoPE base must be positive, got {}", source, rope_theta);
+  if (!(norm_eps > 0.0f)) fail(ErrorKind::Config, "{}: norm epsilon must be positive, got {}", source, norm_eps);
+}
+
+}  // namespace ferry

@@ -1,0 +1,157 @@
+// The text-model goldens: logits and greedy ids produced by llama.cpp (text/) and by THUDM's
+// original ChatGLM code (glm/chatglm_text_*), reproduced from both the GGUF and the HF copy.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/device.h"
+#include "engine/checkpoint.h"
+#include "engine/session.h"
+#include "engine/weight_loader.h"
+#include "golden_util.h"
+
+namespace ferry {
+namespace {
+
+using testing::argmax;
+using testing::golden_dir;
+using testing::max_abs_diff;
+using testing::read_binary;
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  return nlohmann::json::parse(in);
+}
+
+struct Loaded {
+  Checkpoint ckpt;
+  Device device{DeviceId{DeviceType::Cpu, 0}, Allocator::kUnlimited, 2};
+  Placement placement;
+  WeightStore weights;
+  explicit Loaded(const std::string& path) : ckpt(open_checkpoint(path)) {
+    placement = Placement::single(device);
+    load_weights(ckpt, placement, weights);
+  }
+};
+
+struct Expectation {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> positions;  // empty: 0..n-1
+  std::vector<int32_t> greedy;
+  std::vector<float> logits_last;   // [V]
+  std::vector<float> logits_steps;  // [steps, V]
+  float tolerance = 1e-4f;
+  size_t greedy_checked = 0;        // leading greedy steps compared free-running
+  std::vector<int> teacher_forced;  // further steps checked with the reference tokens fed back
+  size_t vocab_compared = 0;        // logits compared over [0, vocab_compared)
+};
+
+// Runs prompt + greedy steps; checks logits at every step and ids.
+void check_case(const std::string& model_path, const Expectation& e, const std::string& label) {
+  SCOPED_TRACE(label + " from " + model_path);
+  Loaded m(model_path);
+  const int V = m.ckpt.config().vocab;
+  const size_t Vc = e.vocab_compared ? e.vocab_compared : static_cast<size_t>(V);
+  ASSERT_GE(static_cast<size_t>(V), Vc);
+  Session s(m.ckpt.spec, m.placement, m.weights, 256);
+  std::vector<float> logits = e.positions.empty() ? s.eval(e.prompt) : s.eval(e.prompt, e.positions);
+  ASSERT_EQ(logits.size(), static_cast<size_t>(V));
+  EXPECT_LE(max_abs_diff(logits.data(), e.logits_last.data(), Vc), e.tolerance) << "last prompt position";
+
+  const size_t steps = e.greedy.size();
+  // Free-running greedy for greedy_checked steps; after that, teacher-forced (feed the reference
+  // token) and compare ids only at the listed steps.
+  for (size_t step = 0; step < steps; ++step) {
+    const float* ref = e.logits_steps.data() + step * Vc;
+    const bool free_running = step < e.greedy_checked;
+    const bool check_id = free_running || std::find(e.teacher_forced.begin(), e.teacher_forced.end(),
+                                                    static_cast<int>(step)) != e.teacher_forced.end();
+    if (free_running || check_id) {
+      EXPECT_LE(max_abs_diff(logits.data(), ref, Vc), e.tolerance) << "step " << step;
+      EXPECT_EQ(argmax(logits.data(), Vc), e.greedy[step]) << "greedy id at step " << step;
+    }
+    if (step + 1 == steps) break;
+    const int32_t next = e.greedy[step];  // equal to ours wherever checked
+    logits = s.eval(std::vector<int32_t>{next});
+  }
+}
+
+class TextGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TextGolden, MatchesLlamaCppFromGgufAndHf) {
+  const std::string dir = golden_dir() + "/text/" + GetParam();
+  const nlohmann::json cases = read_json(dir + "/cases.json");
+  const bool quantized = cases["weights_dtype"] != "F32";
+  const float tol = cases["tolerance"]["logits_max_abs"].get<float>();
+  for (const auto& p : cases["prompts"]) {
+    const std::string name = p["name"];
+    Expectation gguf;
+    gguf.prompt = p["prompt_ids"].get<std::vector<int32_t>>();
+    gguf.greedy = p["greedy_ids"].get<std::vector<int32_t>>();
+    gguf.logits_last = read_binary<float>(dir + "/" + p["logits_file"].get<std::string>());
+    gguf.logits_steps = read_binary<float>(dir + "/" + p["step_logits_file"].get<std::string>());
+    gguf.tolerance = tol;
+    gguf.greedy_checked = quantized ? p["greedy_compare_steps"].get<size_t>() : gguf.greedy.size();
+    if (quantized) gguf.teacher_forced = p["greedy_check_steps_teacher_forced"].get<std::vector<int>>();
+    check_case(dir + "/model.gguf", gguf, name + " gguf");
+
+    Expectation hf = gguf;
+    if (quantized) {  // hf/ holds the exactly dequantized weights: f32 goldens of their own
+      hf.greedy = p["greedy_ids_dequant_f32"].get<std::vector<int32_t>>();
+      hf.logits_last = read_binary<float>(dir + "/" + p["logits_dequant_f32_file"].get<std::string>());
+      hf.logits_steps = read_binary<float>(dir + "/" + p["step_logits_dequant_f32_file"].get<std::string>());
+      hf.tolerance = 1e-4f;
+      hf.greedy_checked = hf.greedy.size();
+      hf.teacher_forced.clear();
+    }
+    check_case(dir + "/hf", hf, name + " hf");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCases, TextGolden,
+                         ::testing::Values("llama", "qwen2", "glm4", "glm", "chatglm", "llama_q8_0", "llama_q4_0"));
+
+class ChatGlmGolden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ChatGlmGolden, MatchesThudmOriginalCode) {
+  const std::string dir = golden_dir() + "/glm/" + GetParam();
+  const nlohmann::json ex = read_json(dir + "/expected.json");
+  Expectation e;
+  e.prompt = read_binary<int32_t>(dir + "/prompt_ids.i32.bin");
+  e.positions = read_binary<int32_t>(dir + "/position_ids.i32.bin");
+  e.greedy = ex["greedy_ids"].get<std::vector<int32_t>>();
+  e.logits_last = read_binary<float>(dir + "/logits_last.f32.bin");
+  e.logits_steps = read_binary<float>(dir + "/logits_greedy_steps.f32.bin");
+  e.tolerance = ex["tolerance_suggestion"]["logits_abs"].get<float>();
+  e.greedy_checked = e.greedy.size();
+  e.vocab_compared = e.logits_last.size();
+  // The decode steps use the positions the reference used.
+  const auto decode_positions = ex["greedy_decode_position_ids"].get<std::vector<int32_t>>();
+  ASSERT_EQ(decode_positions.front(), e.positions.back() + 1);
+  check_case(dir + "/model", e, GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(AllCases, ChatGlmGolden,
+                         ::testing::Values("chatglm_text_rope1", "chatglm_text_rope1_strong",
+                                           "chatglm_text_rope500_strong"));
+
+// All prompt positions at once must equal the reference's per-position logits.
+TEST(ChatGlmGoldenAllLogits, EveryPromptPosition) {
+  const std::string dir = golden_dir() + "/glm/chatglm_text_rope500_strong";
+  const auto prompt = read_binary<int32_t>(dir + "/prompt_ids.i32.bin");
+  const auto positions = read_binary<int32_t>(dir + "/position_ids.i32.bin");
+  const auto all = read_binary<float>(dir + "/logits_all_prompt.f32.bin");
+  Loaded m(dir + "/model");
+  Session s(m.ckpt.spec, m.placement, m.weights, 64);
+  const std::vector<float> logits = s.eval(prompt, positions, /*all_logits=*/true);
+  const size_t V = static_cast<size_t>(m.ckpt.config().vocab);
+  ASSERT_EQ(all.size(), prompt.size() * V);
+  EXPECT_LE(max_abs_diff(logits.data(), all.data(), all.size()), 1e-4f);
+}
+
+}  // namespace
+}  // namespace ferry
