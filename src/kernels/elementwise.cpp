@@ -74,14 +74,19 @@ void silu(const Tensor& x, Tensor& out, ThreadPool& pool) {
 
 void gelu(const Tensor& x, Tensor& out, ThreadPool& pool) {
   check_unary("gelu", x, out);
-  map_unary(x, out, pool, [](float v) { return 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f)); });
+  // 0.5 x (1 + erf(x / sqrt 2)) written with erfc, which keeps its relative accuracy for negative
+  // x where 1 + erf(..) would cancel.
+  map_unary(x, out, pool, [](float v) { return 0.5f * v * std::erfc(v * -0.70710678118654752f); });
 }
 
 void gelu_tanh(const Tensor& x, Tensor& out, ThreadPool& pool) {
   check_unary("gelu_tanh", x, out);
-  constexpr float kSqrt2OverPi = 0.79788456080286536f;
-  map_unary(x, out, pool,
-            [](float v) { return 0.5f * v * (1.0f + std::tanh(kSqrt2OverPi * (v + 0.044715f * v * v * v))); });
+  // 0.5 x (1 + tanh(z)) == x * sigmoid(2z): the same value without the cancellation of 1 + tanh.
+  constexpr float kTwoSqrt2OverPi = 1.5957691216057308f;
+  map_unary(x, out, pool, [](float v) {
+    const float u = kTwoSqrt2OverPi * (v + 0.044715f * v * v * v);
+    return v / (1.0f + std::exp(-u));
+  });
 }
 
 void swiglu(const Tensor& gate, const Tensor& up, Tensor& out, ThreadPool& pool) {

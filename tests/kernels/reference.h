@@ -2,13 +2,18 @@
 // double accumulation, GGUF blocks decoded byte by byte from the layout in core/dtype.h.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/half.h"
 #include "core/tensor.h"
 #include "graph/op.h"
@@ -102,6 +107,36 @@ inline Tensor random_weight(DType dtype, int64_t rows, int64_t cols, uint32_t se
     }
   }
   return t;
+}
+
+}  // namespace ferry::test
+
+namespace ferry::test {
+
+// Restores the SIMD level a test found when it ends.
+class SimdLevelGuard {
+ public:
+  SimdLevelGuard();
+  ~SimdLevelGuard();
+  SimdLevelGuard(const SimdLevelGuard&) = delete;
+  SimdLevelGuard& operator=(const SimdLevelGuard&) = delete;
+
+ private:
+  std::string saved_;
+};
+
+// Expects `fn` to throw ferry::Error of `kind` whose message contains every one of `needles`.
+template <typename F>
+void expect_error(ErrorKind kind, F fn, std::initializer_list<const char*> needles = {}) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error of kind " << error_kind_name(kind);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    for (const char* needle : needles) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "'" << needle << "' not in: " << e.what();
+    }
+  }
 }
 
 }  // namespace ferry::test

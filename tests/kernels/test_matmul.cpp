@@ -1,7 +1,9 @@
+// matmul and embedding against double references, at every SIMD level this machine has.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "core/device.h"
 #include "core/error.h"
 #include "kernels/kernels.h"
 #include "kernels/simd.h"
@@ -12,17 +14,20 @@ using namespace ferry::test;
 
 namespace {
 
+constexpr DType kWeightTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0};
+
 struct Case {
   DType dtype;
   int64_t M, K, N;
+  bool bias;
 };
 
-// Runs matmul at the given SIMD level and threads and checks every output against a double
-// reference. Tolerance: f32 accumulation of K products has a relative error of about
-// sqrt(K / lanes) * 6e-8 of sum |x_k w_k| (~1e-6 for K = 4097); 1e-5 leaves a 10x margin, while a
-// single wrong or missing product moves the result by ~1/K of that sum (>= 2.4e-4 here).
-void check_matmul(const Case& c, const std::string& level, int threads, bool with_bias) {
-  kernels::set_simd_level(level);
+// Runs matmul and checks every output against a double reference. Tolerance: f32 accumulation of
+// K products spread over SIMD lanes has a relative error of about sqrt(K) * 6e-8 of
+// sum |x_k w_k| (~4e-6 for K = 4097 in the worst case of one lane); 1e-5 of that sum leaves
+// margin, while one wrong or missing product moves the result by ~1/K of it (>= 2.4e-4 here).
+// Quantized and 16-bit weights decode exactly to f32, so the same bound holds for every dtype.
+void check_matmul(const Case& c, int threads) {
   ThreadPool pool(threads);
   const auto xv = random_floats(static_cast<size_t>(c.M * c.K), 1);
   Tensor x = f32_tensor(Shape{c.M, c.K}, xv, "x");
@@ -30,12 +35,12 @@ void check_matmul(const Case& c, const std::string& level, int threads, bool wit
   const auto bv = random_floats(static_cast<size_t>(c.N), 3);
   Tensor bias = f32_tensor(Shape{c.N}, bv, "bias");
   Tensor y = Tensor::host(DType::F32, Shape{c.M, c.N}, "y");
-  kernels::matmul(x, w, with_bias ? &bias : nullptr, y, pool);
+  kernels::matmul(x, w, c.bias ? &bias : nullptr, y, pool);
   const auto yv = values_of(y);
   const auto* wp = static_cast<const uint8_t*>(w.data());
   for (int64_t m = 0; m < c.M; ++m) {
     for (int64_t n = 0; n < c.N; ++n) {
-      double ref = with_bias ? bv[static_cast<size_t>(n)] : 0.0;
+      double ref = c.bias ? bv[static_cast<size_t>(n)] : 0.0;
       double magnitude = std::fabs(ref);
       for (int64_t k = 0; k < c.K; ++k) {
         const double p = xv[static_cast<size_t>(m * c.K + k)] * ref_element(c.dtype, wp + n * w.row_bytes(), k);
@@ -44,28 +49,184 @@ void check_matmul(const Case& c, const std::string& level, int threads, bool wit
       }
       const double got = yv[static_cast<size_t>(m * c.N + n)];
       ASSERT_NEAR(got, ref, 1e-5 * magnitude + 1e-30)
-          << dtype_name(c.dtype) << " level " << level << " threads " << threads << " M " << c.M << " K " << c.K
-          << " N " << c.N << " at (" << m << ", " << n << ")";
+          << dtype_name(c.dtype) << " level " << kernels::simd_level() << " threads " << threads << " M " << c.M
+          << " K " << c.K << " N " << c.N << " at (" << m << ", " << n << ")";
     }
   }
+}
+
+std::vector<float> run_matmul(const Tensor& x, const Tensor& w, const Tensor* bias, int threads) {
+  ThreadPool pool(threads);
+  Shape out = x.shape();
+  out[out.rank - 1] = w.dim(0);
+  Tensor y = Tensor::host(DType::F32, out, "y");
+  kernels::matmul(x, w, bias, y, pool);
+  return values_of(y);
 }
 
 }  // namespace
 
 TEST(Matmul, EveryDtypeLevelAndOddSizeMatchesReference) {
+  SimdLevelGuard guard;
   for (const std::string& level : kernels::available_simd_levels()) {
-    for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    kernels::set_simd_level(level);
+    for (DType dtype : kWeightTypes) {
       const bool quantized = dtype_traits(dtype).is_quantized;
       const std::vector<int64_t> ks =
           quantized ? std::vector<int64_t>{32, 64, 96, 4096} : std::vector<int64_t>{1, 31, 33, 100, 4097};
       for (int64_t K : ks) {
         for (int64_t M : {1, 3, 17}) {
           for (int64_t N : {1, 7, 65}) {
-            if (K > 1000 && M * N > 65) continue;  // keep the suite fast; large K runs with few outputs
-            check_matmul({dtype, M, K, N}, level, 2, (M + N) % 2 == 0);
+            if (K > 1000 && M * N > 65) continue;  // large K with few outputs keeps the suite fast
+            check_matmul({dtype, M, K, N, (M + N) % 2 == 0}, 2);
           }
         }
       }
     }
   }
+}
+
+TEST(Matmul, LargerTilesAndOneThreadMatchReference) {
+  // Sizes past any register tile in both directions, prefill-like M.
+  SimdLevelGuard guard;
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    for (DType dtype : kWeightTypes) {
+      check_matmul({dtype, 37, 160, 45, true}, 1);
+      check_matmul({dtype, 9, 512, 130, false}, 3);
+    }
+  }
+}
+
+TEST(Matmul, ResultDoesNotDependOnThreadsOrBatchRows) {
+  // Each output is accumulated in one fixed order: bit-identical for 1, 2, 3 threads, and the
+  // rows of an M=17 batch equal the same rows computed alone (decode vs prefill).
+  SimdLevelGuard guard;
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    for (DType dtype : kWeightTypes) {
+      const int64_t M = 17, K = 256, N = 67;
+      const auto xv = random_floats(static_cast<size_t>(M * K), 5);
+      Tensor x = f32_tensor(Shape{M, K}, xv, "x");
+      Tensor w = random_weight(dtype, N, K, 6);
+      const auto one = run_matmul(x, w, nullptr, 1);
+      EXPECT_EQ(one, run_matmul(x, w, nullptr, 2)) << dtype_name(dtype) << " " << level;
+      EXPECT_EQ(one, run_matmul(x, w, nullptr, 3)) << dtype_name(dtype) << " " << level;
+      for (int64_t m : {0, 5, 16}) {
+        const std::vector<float> row(xv.begin() + m * K, xv.begin() + (m + 1) * K);
+        const auto alone = run_matmul(f32_tensor(Shape{1, K}, row, "x1"), w, nullptr, 2);
+        const std::vector<float> in_batch(one.begin() + m * N, one.begin() + (m + 1) * N);
+        EXPECT_EQ(alone, in_batch) << dtype_name(dtype) << " " << level << " row " << m;
+      }
+    }
+  }
+}
+
+TEST(Matmul, AcceptsLeadingDimsAndA16BitBias) {
+  ThreadPool pool(2);
+  const int64_t K = 64, N = 5;
+  const auto xv = random_floats(2 * 3 * K, 7);
+  Tensor x = f32_tensor(Shape{2, 3, K}, xv, "x");
+  Tensor w = random_weight(DType::F32, N, K, 8);
+  Tensor bias = Tensor::host(DType::BF16, Shape{N}, "bias");
+  std::vector<float> bias_values(N);
+  for (int64_t n = 0; n < N; ++n) {
+    const uint16_t b = f32_to_bf16(0.25f * static_cast<float>(n) - 0.5f);
+    std::memcpy(static_cast<uint8_t*>(bias.data()) + 2 * n, &b, 2);
+    bias_values[static_cast<size_t>(n)] = bf16_to_f32(b);
+  }
+  Tensor y = Tensor::host(DType::F32, Shape{2, 3, N}, "y");
+  kernels::matmul(x, w, &bias, y, pool);
+  const auto yv = values_of(y);
+  const auto* wp = w.data_as<const float>();
+  for (int64_t r = 0; r < 6; ++r) {
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = bias_values[static_cast<size_t>(n)];
+      double magnitude = std::fabs(ref);
+      for (int64_t k = 0; k < K; ++k) {
+        ref += static_cast<double>(xv[static_cast<size_t>(r * K + k)]) * wp[n * K + k];
+        magnitude += std::fabs(static_cast<double>(xv[static_cast<size_t>(r * K + k)]) * wp[n * K + k]);
+      }
+      EXPECT_NEAR(yv[static_cast<size_t>(r * N + n)], ref, 1e-5 * magnitude);
+    }
+  }
+}
+
+TEST(Matmul, RejectsMismatchedShapesAndTypes) {
+  ThreadPool pool(1);
+  Tensor x = Tensor::host(DType::F32, Shape{2, 64}, "x");
+  Tensor w = Tensor::host(DType::F32, Shape{8, 32}, "w_small");
+  Tensor y = Tensor::host(DType::F32, Shape{2, 8}, "y");
+  expect_error(ErrorKind::Shape, [&] { kernels::matmul(x, w, nullptr, y, pool); }, {"x", "w_small", "32"});
+  Tensor w_ok = Tensor::host(DType::F32, Shape{8, 64}, "w");
+  Tensor y_bad = Tensor::host(DType::F32, Shape{2, 9}, "y_bad");
+  expect_error(ErrorKind::Shape, [&] { kernels::matmul(x, w_ok, nullptr, y_bad, pool); }, {"y_bad", "[2, 8]"});
+  Tensor bias_bad = Tensor::host(DType::F32, Shape{7}, "bias_bad");
+  expect_error(ErrorKind::Shape, [&] { kernels::matmul(x, w_ok, &bias_bad, y, pool); }, {"bias_bad"});
+  Tensor w_i32 = Tensor::host(DType::I32, Shape{8, 64}, "w_i32");
+  expect_error(ErrorKind::Unsupported, [&] { kernels::matmul(x, w_i32, nullptr, y, pool); }, {"w_i32", "i32"});
+  Tensor x_f16 = Tensor::host(DType::F16, Shape{2, 64}, "x_f16");
+  expect_error(ErrorKind::Shape, [&] { kernels::matmul(x_f16, w_ok, nullptr, y, pool); }, {"x_f16", "f16"});
+}
+
+TEST(Matmul, RejectsTensorsOnTwoDevices) {
+  Device dev0(DeviceId{DeviceType::Cpu, 0}, Allocator::kUnlimited, 1);
+  Device dev1(DeviceId{DeviceType::Cpu, 1}, Allocator::kUnlimited, 1);
+  Tensor x = Tensor::empty(dev0, DType::F32, Shape{1, 32}, "x");
+  Tensor w = Tensor::empty(dev1, DType::F32, Shape{4, 32}, "w");
+  Tensor y = Tensor::empty(dev0, DType::F32, Shape{1, 4}, "y");
+  expect_error(ErrorKind::DeviceMismatch, [&] { kernels::matmul(x, w, nullptr, y, dev0.threads()); },
+               {"cpu:0", "cpu:1", "'w'"});
+}
+
+TEST(Embedding, EveryDtypeAndLevelDecodesRowsExactly) {
+  // Every supported dtype widens to f32 exactly (f16/bf16 are subsets of f32; d * q of an fp16
+  // scale and a small integer has at most 19 significant bits), so the match must be exact.
+  SimdLevelGuard guard;
+  ThreadPool pool(2);
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    for (DType dtype : kWeightTypes) {
+      for (int64_t H : {32, 96, 4096}) {
+        const int64_t V = 11;
+        Tensor table = random_weight(dtype, V, H, 9);
+        const std::vector<int32_t> ids{3, 0, 10, 3, 7};
+        Tensor out = Tensor::host(DType::F32, Shape{5, H}, "out");
+        kernels::embedding(table, i32_tensor(ids), out, pool);
+        const auto ov = values_of(out);
+        for (size_t t = 0; t < ids.size(); ++t) {
+          const auto* row = static_cast<const uint8_t*>(table.row(ids[t]));
+          for (int64_t h = 0; h < H; ++h) {
+            ASSERT_EQ(ov[t * static_cast<size_t>(H) + static_cast<size_t>(h)], ref_element(dtype, row, h))
+                << dtype_name(dtype) << " " << level << " token " << t << " dim " << h;
+          }
+        }
+      }
+    }
+  }
+  // Odd widths for the plain types.
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    Tensor table = random_weight(dtype, 4, 37, 10);
+    Tensor out = Tensor::host(DType::F32, Shape{2, 37}, "out");
+    kernels::embedding(table, i32_tensor({1, 2}), out, pool);
+    const auto ov = values_of(out);
+    for (int64_t h = 0; h < 37; ++h) {
+      EXPECT_EQ(ov[static_cast<size_t>(37 + h)], ref_element(dtype, static_cast<const uint8_t*>(table.row(2)), h));
+    }
+  }
+}
+
+TEST(Embedding, IdOutOfRangeIsAUsageErrorNamingIdAndVocabulary) {
+  ThreadPool pool(1);
+  Tensor table = random_weight(DType::F32, 10, 8, 11);
+  table.set_name("tok_embeddings");
+  Tensor out = Tensor::host(DType::F32, Shape{2, 8}, "out");
+  expect_error(ErrorKind::Usage,
+               [&] {
+                 kernels::embedding(table, i32_tensor({1, 10}), out, pool);
+               },
+               {"10", "[0, 10)", "tok_embeddings"});
+  expect_error(ErrorKind::Usage, [&] { kernels::embedding(table, i32_tensor({-1, 0}), out, pool); }, {"-1"});
+  Tensor out_bad = Tensor::host(DType::F32, Shape{2, 9}, "out_bad");
+  expect_error(ErrorKind::Shape, [&] { kernels::embedding(table, i32_tensor({1, 2}), out_bad, pool); }, {"out_bad"});
 }
