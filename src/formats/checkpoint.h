@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -18,6 +19,9 @@ namespace ferry {
 class MappedFile {
  public:
   static std::shared_ptr<const MappedFile> open(const std::string& path);
+  // The same interface over bytes held in memory (fuzzers, tests, files built on the fly). `name`
+  // stands in for the path in error messages.
+  static std::shared_ptr<const MappedFile> from_bytes(std::string name, std::vector<uint8_t> bytes);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -30,13 +34,15 @@ class MappedFile {
   MappedFile() = default;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  bool mapped_ = false;         // data_ is an mmap region to unmap
+  std::vector<uint8_t> owned_;  // from_bytes: the bytes themselves
   std::string path_;
 };
 
 struct TensorRecord {
   std::string name;  // as stored in the file
   DType dtype = DType::F32;
-  Shape shape;             // outermost-first (GGUF's ne order is reversed on reading)
+  Shape shape;                    // outermost-first (GGUF's ne order is reversed on reading)
   const uint8_t* data = nullptr;  // inside `file`
   size_t nbytes = 0;              // == dtype_bytes(dtype, shape.numel())
   std::shared_ptr<const MappedFile> file;
@@ -51,10 +57,17 @@ class TensorSet {
   void add(TensorRecord record);  // throws Error(Format) on a duplicate name, naming both files
   const TensorRecord* find(const std::string& name) const;  // nullptr if absent
   const std::vector<TensorRecord>& all() const { return records_; }
+  size_t size() const { return records_.size(); }
+
+  // Free-form string metadata of the checkpoint (safetensors "__metadata__"; for sharded
+  // checkpoints the union over the shards, the first shard to set a key wins).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  void add_metadata(const std::string& key, const std::string& value) { metadata_.emplace(key, value); }
 
  private:
   std::vector<TensorRecord> records_;
   std::unordered_map<std::string, size_t> index_;
+  std::map<std::string, std::string> metadata_;
 };
 
 }  // namespace ferry
