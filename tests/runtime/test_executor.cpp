@@ -1,0 +1,341 @@
+// The executor: results against a naive reference, the copies it makes, byte accounting, tracing,
+// the errors it raises, and KV state that stays on its layer's device across runs.
+#include <cstdlib>
+#include <sstream>
+
+#include "core/error.h"
+#include "fixture.h"
+
+using namespace ferry;
+using namespace ferry::testing;
+
+namespace {
+
+DeviceId cpu(int i) {
+  return DeviceId{DeviceType::Cpu, i};
+}
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+Error error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected an Error";
+  return Error(ErrorKind::Internal, "none");
+}
+
+constexpr size_t kActivation = kHidden * 4 * 4;  // [4, 32] f32
+const std::vector<int32_t> kIds = {3, 15, 0, 7};
+const std::vector<int32_t> kPositions = {0, 1, 2, 5};
+
+std::unordered_map<std::string, Tensor> two_module_inputs() {
+  return {{"ids", host_i32(kIds)}, {"positions", host_i32(kPositions)}};
+}
+
+struct RunTwoModules : ::testing::Test {
+  // Budgets large enough for weights and activations, small enough to be checked.
+  Device d0{cpu(0), 64 << 10, 2};
+  Device d1{cpu(1), 64 << 10, 2};
+  TwoModuleWeights w;
+  WeightStore weights;
+  StateStore states;
+  Placement placement{{{"a", &d0}, {"b", &d1}}, nullptr};
+  Graph graph = two_module_graph(4);
+
+  void SetUp() override { load_two_module_weights(weights, w, d0, d1); }
+};
+
+}  // namespace
+
+TEST_F(RunTwoModules, MatchesTheNaiveReferenceWithCountedCopies) {
+  const size_t base0 = d0.allocator().live(), base1 = d1.allocator().live();
+  EXPECT_EQ(base0, weights.bytes_on(d0));
+  EXPECT_EQ(base1, weights.bytes_on(d1));
+  Executor exec(placement, weights, states);
+  exec.set_trace(nullptr);
+  auto out = exec.run(graph, two_module_inputs());
+
+  ASSERT_EQ(out.size(), 1u);
+  const Tensor& y = out.at("b.out");
+  EXPECT_EQ(y.device(), nullptr);  // returned in host memory
+  EXPECT_EQ(y.shape(), (Shape{4, kHidden}));
+  expect_close(y, naive_two_module(w, kIds, kPositions), 1e-4);
+
+  const RunStats& st = exec.stats();
+  EXPECT_EQ(st.copies, 5u);
+  EXPECT_EQ(st.bytes_moved, 32 + 3 * kActivation);
+  EXPECT_EQ(st.device_copies, 2u);
+  EXPECT_EQ(st.device_bytes_moved, 2 * kActivation);
+  ASSERT_EQ(st.edges.size(), 5u);
+  const auto edge = [](const CopyRecord& r) {
+    return fmt::format("{} {}->{} {} for {}", r.value, r.from, r.to, r.bytes, r.consumer);
+  };
+  EXPECT_EQ(edge(st.edges[0]), "ids host->cpu:0 16 for a.embed");
+  EXPECT_EQ(edge(st.edges[1]), "a.hidden cpu:0->cpu:1 512 for b.norm_out");
+  EXPECT_EQ(edge(st.edges[2]), "positions host->cpu:1 16 for b.rope_out");
+  EXPECT_EQ(edge(st.edges[3]), "a.embed cpu:0->cpu:1 512 for b.residual");
+  EXPECT_EQ(edge(st.edges[4]), "b.out cpu:1->host 512 for output");
+
+  ASSERT_EQ(st.devices.size(), 2u);
+  EXPECT_EQ(st.devices[0].device, "cpu:0");
+  EXPECT_EQ(st.devices[0].computes, 2u);
+  EXPECT_EQ(st.devices[1].device, "cpu:1");
+  EXPECT_EQ(st.devices[1].computes, 5u);
+  ASSERT_NE(st.device("cpu:1"), nullptr);
+  EXPECT_EQ(st.device("cpu:2"), nullptr);
+  // Peaks are weights plus the activations that must coexist when each intermediate is freed after
+  // its last read. cpu:0: a.embed and a.hidden (ids is freed after the embedding). cpu:1, at
+  // b.proj_out and again at b.rope_out: four activations and the 16-byte positions (64 allocated).
+  EXPECT_EQ(st.devices[0].peak_bytes, base0 + 2 * kActivation);
+  EXPECT_EQ(st.devices[1].peak_bytes, base1 + 4 * kActivation + 64);
+  // Intermediates were freed: the devices hold only their weights again.
+  EXPECT_EQ(d0.allocator().live(), base0);
+  EXPECT_EQ(d1.allocator().live(), base1);
+  EXPECT_EQ(exec.last_schedule().n_splits(), 2u);
+}
+
+TEST_F(RunTwoModules, FreesIntermediatesAfterTheirLastUse) {
+  // A chain of 8 scales of a [4, 32] activation on one device: if each intermediate is freed after
+  // its last read, only one input and one output are live at a time.
+  Graph g;
+  GraphBuilder b(g);
+  ValueId x = g.input("x", DType::F32, Shape{4, kHidden});
+  b.set_module("a");
+  for (int i = 0; i < 8; ++i) x = b.scale(x, 1.5f, fmt::format("s{}", i));
+  g.mark_output(x);
+  const size_t base = d0.allocator().live();
+  Executor exec(placement, weights, states);
+  auto out = exec.run(g, {{"x", host_f32(Shape{4, kHidden}, random_values(4 * kHidden, 9))}});
+  EXPECT_EQ(exec.stats().device("cpu:0")->peak_bytes, base + 2 * kActivation);
+  EXPECT_EQ(d0.allocator().live(), base);
+}
+
+TEST_F(RunTwoModules, OneDeviceGivesIdenticalResultsWithoutDeviceCopies) {
+  Executor two(placement, weights, states);
+  const Tensor y2 = two.run(graph, two_module_inputs()).at("b.out");
+
+  Device solo(cpu(7), 64 << 10, 2);  // same thread count as each of the two devices
+  WeightStore solo_weights;
+  load_two_module_weights(solo_weights, w, solo, solo);
+  StateStore solo_states;
+  Executor one(Placement::single(solo), solo_weights, solo_states);
+  const Tensor y1 = one.run(graph, two_module_inputs()).at("b.out");
+
+  EXPECT_EQ(to_vector(y1), to_vector(y2));
+  EXPECT_EQ(one.stats().device_copies, 0u);
+  EXPECT_EQ(one.stats().copies, 3u);
+  EXPECT_EQ(one.stats().bytes_moved, 32 + kActivation);
+  EXPECT_EQ(two.stats().device_copies, 2u);
+}
+
+TEST_F(RunTwoModules, TracesEveryCopy) {
+  std::ostringstream trace;
+  Executor exec(placement, weights, states);
+  exec.set_trace(&trace);
+  exec.run(graph, two_module_inputs());
+  EXPECT_EQ(trace.str(),
+            "[trace] step 0 copy ids -> a.embed host -> cpu:0 16 B\n"
+            "[trace] step 3 copy a.hidden -> b.norm_out cpu:0 -> cpu:1 512 B\n"
+            "[trace] step 4 copy positions -> b.rope_out host -> cpu:1 16 B\n"
+            "[trace] step 5 copy a.embed -> b.residual cpu:0 -> cpu:1 512 B\n"
+            "[trace] step 11 copy b.out -> output cpu:1 -> host 512 B\n");
+}
+
+TEST_F(RunTwoModules, TraceCanBeTurnedOnFromTheEnvironment) {
+  ::setenv("FERRY_TRACE_DEVICES", "1", 1);
+  Executor exec(placement, weights, states);
+  ::unsetenv("FERRY_TRACE_DEVICES");
+  ::testing::internal::CaptureStderr();
+  exec.run(graph, two_module_inputs());
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(contains(err, "[trace] step 3 copy a.hidden -> b.norm_out cpu:0 -> cpu:1 512 B\n")) << err;
+
+  Executor quiet(placement, weights, states);  // variable unset: no trace
+  ::testing::internal::CaptureStderr();
+  quiet.run(graph, two_module_inputs());
+  EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+}
+
+TEST_F(RunTwoModules, ExecutorRefusesAnOpThatSeesTwoDevices) {
+  const size_t base0 = d0.allocator().live(), base1 = d1.allocator().live();
+  Executor exec(placement, weights, states);
+  exec.set_drop_device_copies_for_testing(true);
+  const Error e = error_of([&] { exec.run(graph, two_module_inputs()); });
+  EXPECT_EQ(e.kind(), ErrorKind::DeviceMismatch);
+  EXPECT_TRUE(contains(e.what(), "op b.norm_out (rms_norm) reads a.hidden on cpu:0 and b.norm on cpu:1")) << e.what();
+  EXPECT_TRUE(contains(e.what(), "runs on cpu:1")) << e.what();
+  EXPECT_EQ(d0.allocator().live(), base0);
+  EXPECT_EQ(d1.allocator().live(), base1);
+}
+
+TEST_F(RunTwoModules, RejectsMissingMisshapenAndUnknownInputs) {
+  Executor exec(placement, weights, states);
+  Error e = error_of([&] { exec.run(graph, {{"ids", host_i32(kIds)}}); });
+  EXPECT_EQ(e.kind(), ErrorKind::Usage);
+  EXPECT_TRUE(contains(e.what(), "'positions'") && contains(e.what(), "not supplied")) << e.what();
+
+  e = error_of([&] { exec.run(graph, {{"ids", host_i32(kIds)}, {"positions", host_i32({0, 1, 2})}}); });
+  EXPECT_EQ(e.kind(), ErrorKind::Usage);
+  EXPECT_TRUE(contains(e.what(), "'positions'") && contains(e.what(), "[3]") && contains(e.what(), "[4]")) << e.what();
+
+  e = error_of([&] {
+    exec.run(graph, {{"ids", host_f32(Shape{4}, {0, 1, 2, 3})}, {"positions", host_i32(kPositions)}});
+  });
+  EXPECT_EQ(e.kind(), ErrorKind::Usage);
+  EXPECT_TRUE(contains(e.what(), "'ids'") && contains(e.what(), "f32") && contains(e.what(), "i32")) << e.what();
+
+  auto extra = two_module_inputs();
+  extra.emplace("mask", host_i32({1}));
+  e = error_of([&] { exec.run(graph, extra); });
+  EXPECT_EQ(e.kind(), ErrorKind::Usage);
+  EXPECT_TRUE(contains(e.what(), "'mask'")) << e.what();
+
+  auto on_device = two_module_inputs();
+  on_device["ids"] = Tensor::empty(d0, DType::I32, Shape{4});
+  e = error_of([&] { exec.run(graph, on_device); });
+  EXPECT_EQ(e.kind(), ErrorKind::Usage);
+  EXPECT_TRUE(contains(e.what(), "'ids'") && contains(e.what(), "cpu:0")) << e.what();
+}
+
+TEST_F(RunTwoModules, OutOfBudgetDeviceNamesItself) {
+  // cpu:5 holds b's weights but has room for only two activations besides.
+  const TwoModuleWeights& wt = w;
+  Device tight(cpu(5), 128 + 2048 + 2 * kActivation, 1);
+  WeightStore tight_weights;
+  load_two_module_weights(tight_weights, wt, d0, tight);
+  StateStore tight_states;
+  const size_t base = tight.allocator().live();
+  Executor exec(Placement{{{"a", &d0}, {"b", &tight}}, nullptr}, tight_weights, tight_states);
+  const Error e = error_of([&] { exec.run(graph, two_module_inputs()); });
+  EXPECT_EQ(e.kind(), ErrorKind::OutOfMemory);
+  EXPECT_TRUE(contains(e.what(), "out of memory on cpu:5")) << e.what();
+  EXPECT_EQ(tight.allocator().live(), base);
+}
+
+// ---- KV state across runs ----
+
+namespace {
+
+constexpr int kHeads = 4, kKvHeads = 2;
+constexpr int64_t kCacheRows = 16;
+constexpr int64_t kKvWidth = kKvHeads * kHeadDim;
+
+struct AttnWeights {
+  std::vector<float> tok_embd = random_values(kVocab * kHidden, 11);
+  std::vector<float> wq = random_values(kHidden * kHidden, 12, 0.3f);
+  std::vector<float> wk = random_values(kKvWidth * kHidden, 13, 0.3f);
+  std::vector<float> wv = random_values(kKvWidth * kHidden, 14, 0.3f);
+};
+
+AttentionParams attn_params(int64_t kv_offset) {
+  return AttentionParams{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(static_cast<float>(kHeadDim)), kv_offset};
+}
+
+// "embed" (embedding) then "layer" (q/k/v projections + attention over its KV cache state).
+Graph attention_graph(int64_t tokens, int64_t kv_offset) {
+  Graph g;
+  GraphBuilder b(g);
+  const ValueId ids = g.input("ids", DType::I32, Shape{tokens});
+  b.set_module("embed");
+  const ValueId x = b.embedding(b.weight("embed.tok", DType::F32, Shape{kVocab, kHidden}), ids, "embed.out");
+  b.set_module("layer");
+  const ValueId q = b.matmul(x, b.weight("layer.wq", DType::F32, Shape{kHidden, kHidden}), kNoValue, "layer.q");
+  const ValueId k = b.matmul(x, b.weight("layer.wk", DType::F32, Shape{kKvWidth, kHidden}), kNoValue, "layer.k");
+  const ValueId v = b.matmul(x, b.weight("layer.wv", DType::F32, Shape{kKvWidth, kHidden}), kNoValue, "layer.v");
+  const ValueId kc = b.state("layer.k_cache", DType::F32, Shape{kCacheRows, kKvWidth});
+  const ValueId vc = b.state("layer.v_cache", DType::F32, Shape{kCacheRows, kKvWidth});
+  g.mark_output(b.attention(q, k, v, kc, vc, attn_params(kv_offset), "layer.attn"));
+  return g;
+}
+
+void load_attention_weights(WeightStore& store, const AttnWeights& w, Device& embed, Device& layer) {
+  store.add("embed.tok",
+            materialize_weight(host_f32(Shape{kVocab, kHidden}, w.tok_embd), embed, DType::F32, "embed.tok"));
+  store.add("layer.wq", materialize_weight(host_f32(Shape{kHidden, kHidden}, w.wq), layer, DType::F32, "layer.wq"));
+  store.add("layer.wk", materialize_weight(host_f32(Shape{kKvWidth, kHidden}, w.wk), layer, DType::F32, "layer.wk"));
+  store.add("layer.wv", materialize_weight(host_f32(Shape{kKvWidth, kHidden}, w.wv), layer, DType::F32, "layer.wv"));
+}
+
+// Causal GQA attention over all tokens at once (positions 0..T-1), from the definition in op.h.
+Rows naive_attention(const AttnWeights& w, const std::vector<int32_t>& ids) {
+  const auto H = static_cast<size_t>(kHidden);
+  Rows x(ids.size(), std::vector<double>(H));
+  for (size_t t = 0; t < ids.size(); ++t) {
+    for (size_t j = 0; j < H; ++j) x[t][j] = w.tok_embd[static_cast<size_t>(ids[t]) * H + j];
+  }
+  const Rows q = naive_matmul(x, w.wq, kHidden), k = naive_matmul(x, w.wk, kKvWidth),
+             v = naive_matmul(x, w.wv, kKvWidth);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(kHeadDim));
+  const size_t hd = kHeadDim;
+  Rows out(ids.size(), std::vector<double>(H, 0.0));
+  for (size_t t = 0; t < ids.size(); ++t) {
+    for (size_t h = 0; h < static_cast<size_t>(kHeads); ++h) {
+      const size_t kvh = h / (kHeads / kKvHeads);
+      std::vector<double> scores(t + 1);
+      double mx = -1e300;
+      for (size_t s = 0; s <= t; ++s) {
+        double dot = 0;
+        for (size_t d = 0; d < hd; ++d) dot += q[t][h * hd + d] * k[s][kvh * hd + d];
+        scores[s] = dot * scale;
+        mx = std::max(mx, scores[s]);
+      }
+      double sum = 0;
+      for (double& sc : scores) sum += (sc = std::exp(sc - mx));
+      for (size_t s = 0; s <= t; ++s) {
+        for (size_t d = 0; d < hd; ++d) out[t][h * hd + d] += scores[s] / sum * v[s][kvh * hd + d];
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<float> rows_of(const Tensor& t, int64_t first, int64_t count) {
+  const auto width = static_cast<size_t>(t.dim(1));
+  const float* p = t.data_as<float>() + static_cast<size_t>(first) * width;
+  return std::vector<float>(p, p + static_cast<size_t>(count) * width);
+}
+
+}  // namespace
+
+TEST(ExecutorState, KvCacheStaysOnItsLayersDeviceAcrossRuns) {
+  Device d0(cpu(0), 64 << 10, 2), d1(cpu(1), 64 << 10, 2);
+  const AttnWeights w;
+  WeightStore weights;
+  load_attention_weights(weights, w, d0, d1);
+  const Placement placement{{{"embed", &d0}, {"layer", &d1}}, nullptr};
+  const std::vector<int32_t> ids = {4, 9, 1, 12, 6};
+
+  // Two steps: three tokens, then two more appended at kv_offset 3.
+  StateStore states;
+  Executor exec(placement, weights, states);
+  const Tensor first = exec.run(attention_graph(3, 0), {{"ids", host_i32({4, 9, 1})}}).at("layer.attn");
+  ASSERT_NE(states.find("layer.k_cache"), nullptr);
+  EXPECT_EQ(states.find("layer.k_cache")->device(), &d1);
+  EXPECT_EQ(states.find("layer.v_cache")->device(), &d1);
+  EXPECT_EQ(states.bytes_on(d1), 2u * kCacheRows * kKvWidth * 4);
+  EXPECT_EQ(states.bytes_on(d0), 0u);
+  const Tensor second = exec.run(attention_graph(2, 3), {{"ids", host_i32({12, 6})}}).at("layer.attn");
+  // Only the embedding output crossed between devices; the cache never moved.
+  EXPECT_EQ(exec.stats().device_copies, 1u);
+  EXPECT_EQ(exec.stats().edges[1].value, "embed.out");
+
+  // One longer step over all five tokens with a fresh cache.
+  StateStore fresh;
+  Executor once(placement, weights, fresh);
+  const Tensor all = once.run(attention_graph(5, 0), {{"ids", host_i32(ids)}}).at("layer.attn");
+
+  const std::vector<float> a = rows_of(all, 0, 5);
+  std::vector<float> stepped = rows_of(first, 0, 3);
+  const std::vector<float> tail = rows_of(second, 0, 2);
+  stepped.insert(stepped.end(), tail.begin(), tail.end());
+  ASSERT_EQ(stepped.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(stepped[i], a[i], 1e-5) << i;
+  expect_close(all, naive_attention(w, ids), 1e-4);
+
+  // Both caches hold the same keys for the five positions.
+  EXPECT_EQ(rows_of(*states.find("layer.k_cache"), 0, 5), rows_of(*fresh.find("layer.k_cache"), 0, 5));
+}
