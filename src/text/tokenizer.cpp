@@ -81,7 +81,13 @@ Tokenizer Tokenizer::from_vocab(Vocab vocab) {
 }
 
 Tokenizer Tokenizer::from_vocab(Vocab vocab, std::shared_ptr<const PreTokenizer> pre_tokenizer) {
+  // A hand-built vocabulary may leave out what has an obvious default.
+  if (vocab.scores.empty()) vocab.scores.assign(vocab.tokens.size(), 0.0f);
+  if (vocab.types.empty()) vocab.types.assign(vocab.tokens.size(), static_cast<int32_t>(TokenType::Normal));
+  std::sort(vocab.eog_ids.begin(), vocab.eog_ids.end());
+  vocab.eog_ids.erase(std::unique(vocab.eog_ids.begin(), vocab.eog_ids.end()), vocab.eog_ids.end());
   vocab.validate();
+  if (!pre_tokenizer) fail(ErrorKind::Usage, "{}: Tokenizer::from_vocab needs a pre-tokenizer", vocab.source);
   auto impl = std::make_shared<Impl>();
   impl->pre_tokenizer = std::move(pre_tokenizer);
   impl->byte_token.fill(-1);

@@ -17,6 +17,7 @@ class PreTokenizer;
 class Tokenizer {
  public:
   // Validates the vocabulary (Error(Format) naming vocab.source) and builds the lookup tables.
+  // Empty scores/types default to 0 / normal; eog_ids are sorted.
   static Tokenizer from_vocab(Vocab vocab);
   // Replaces the byte-level pre-tokenizer (default: make_gpt2_pretokenizer()).
   static Tokenizer from_vocab(Vocab vocab, std::shared_ptr<const PreTokenizer> pre_tokenizer);

@@ -63,7 +63,7 @@ void Vocab::validate() const {
   }
   if (!std::is_sorted(eog_ids.begin(), eog_ids.end()) ||
       std::adjacent_find(eog_ids.begin(), eog_ids.end()) != eog_ids.end()) {
-    fail(ErrorKind::Internal, "{}: eog_ids must be sorted and unique (call finalize_special_tokens)", source);
+    fail(ErrorKind::Usage, "{}: eog_ids must be sorted and unique (call finalize_special_tokens)", source);
   }
   if (add_bos && bos < 0) {
     fail(ErrorKind::Format, "{}: the tokenizer asks to add a bos token but names none; set the bos token id", source);

@@ -115,3 +115,14 @@ TEST(BpeTokenizer, StreamsCharactersSplitAcrossByteTokens) {
   EXPECT_EQ(stream.push(ids[2]), "中");
   EXPECT_EQ(stream.flush(), "");
 }
+
+TEST(BpeTokenizer, HandBuiltVocabularyGetsDefaults) {
+  Vocab v = tiny_bpe_vocab();
+  v.scores.clear();
+  v.types.clear();  // every token normal: <|endoftext|> is then plain text, found as a piece
+  v.eog_ids = {261, 261, 5};
+  const Tokenizer tok = Tokenizer::from_vocab(v);
+  EXPECT_EQ(tok.vocab().eog_ids, (Ids{5, 261}));
+  EXPECT_EQ(tok.encode("the theater", false), (Ids{116, 257, 258, 97, 116, 259}));
+  EXPECT_EQ(tok.decode({261}), "<|endoftext|>");
+}
