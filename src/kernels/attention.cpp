@@ -1,6 +1,7 @@
 // Causal attention over a KV cache: append this step's k/v, then each (query, head) runs an online
 // softmax over its cache rows tile by tile (cpu/*.cpp), never materialising a T x S score matrix.
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/check.h"
@@ -58,7 +59,8 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cach
   const float* kc = k_cache.data_as<const float>();
   const float* vc = v_cache.data_as<const float>();
   float* o = out.data_as<float>();
-  pool.parallel_for(T * p.n_head, [&](int64_t task, int) {
+  std::vector<float> scratch(static_cast<size_t>(pool.size()) * static_cast<size_t>(p.head_dim));
+  pool.parallel_for(T * p.n_head, [&](int64_t task, int thread) {
     const int64_t t = task / p.n_head;
     const int h = static_cast<int>(task % p.n_head);
     const int64_t kv_col = static_cast<int64_t>(h / group) * p.head_dim;
@@ -71,6 +73,7 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cach
     row.head_dim = p.head_dim;
     row.scale = p.scale;
     row.out = o + t * width + static_cast<int64_t>(h) * p.head_dim;
+    row.scratch = scratch.data() + static_cast<size_t>(thread) * static_cast<size_t>(p.head_dim);
     isa.attention_row(row);
   });
 }

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "kernels/check.h"
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/quant.h"
 #include "kernels/kernels.h"
 
 namespace ferry::kernels {
@@ -54,6 +55,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
   args.bias = bias_data;
   args.y = y.data_as<float>();
   args.y_stride = N;
+  args.f16_table = cpu::f16_table();
   if (args.M == 0 || N == 0) return;
   if (K == 0) {  // empty sums
     for (int64_t m = 0; m < args.M; ++m) {

@@ -1,7 +1,149 @@
+// AVX2 + FMA + F16C inner loops: 8 floats per vector, weights converted to f32 in registers.
+// Tails of plain-type rows go through a small zero-padded buffer (AVX2 has no byte-masked loads).
+#include <immintrin.h>
+
+#include <cmath>  // before the target region: std headers must not be compiled for AVX2
+#include <cstdint>
+#include <cstring>
+
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/quant.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FERRY_HAVE_AVX2 1
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+
+#include "kernels/cpu/simd_kernels.h"
+
+namespace ferry::kernels::cpu {
+namespace {
+
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+struct Avx2 {
+  using V = __m256;
+  static constexpr int W = 8;
+
+  static V zero() { return _mm256_setzero_ps(); }
+  static V set1(float v) { return _mm256_set1_ps(v); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V fma(V a, V b, V acc) { return _mm256_fmadd_ps(a, b, acc); }
+  static V load_x(const float* p) { return _mm256_loadu_ps(p); }
+  static V load_x_partial(const float* p, int n) {
+    float buf[W] = {};
+    std::memcpy(buf, p, static_cast<size_t>(n) * sizeof(float));
+    return _mm256_loadu_ps(buf);
+  }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static void store_partial(float* p, V v, int n) {
+    float buf[W];
+    _mm256_storeu_ps(buf, v);
+    std::memcpy(p, buf, static_cast<size_t>(n) * sizeof(float));
+  }
+
+  static float hsum(V v) {
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+  }
+
+  // Chunk c of a row: elements [8c, 8c + 8). A 32-element block holds four chunks.
+  template <DType T>
+  static V load_w(const uint8_t* row, int64_t c) {
+    if constexpr (T == DType::F32) {
+      return _mm256_loadu_ps(reinterpret_cast<const float*>(row + c * 32));
+    } else if constexpr (T == DType::F16) {
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c * 16)));
+    } else if constexpr (T == DType::BF16) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c * 16));
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    } else {
+      V chunks[4];
+      load_block<T>(row, c >> 2, chunks, f16_table());
+      return chunks[c & 3];
+    }
+  }
+
+  // The 32 values of quantized block b as four chunks of d * q (scale through the f16 table).
+  template <DType T>
+  static void load_block(const uint8_t* row, int64_t b, V out[4], const float* f16_table) {
+    if constexpr (T == DType::Q8_0) {
+      const uint8_t* block = row + b * sizeof(BlockQ8_0);
+      const V d = _mm256_set1_ps(f16_table[load_u16(block)]);
+      for (int part = 0; part < 4; ++part) {
+        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + part * 8));
+        out[part] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+      }
+    } else {  // Q4_0: chunks 0, 1 are the low nibbles of bytes 0..7, 8..15; chunks 2, 3 the high ones
+      const uint8_t* block = row + b * sizeof(BlockQ4_0);
+      const V d = _mm256_set1_ps(f16_table[load_u16(block)]);
+      const V minus_8d = _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
+      for (int half = 0; half < 2; ++half) {
+        const __m256i bytes =
+            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + half * 8)));
+        const __m256i lo = _mm256_and_si256(bytes, _mm256_set1_epi32(15));
+        const __m256i hi = _mm256_srli_epi32(bytes, 4);
+        out[half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), d, minus_8d);  // exact, as (nib - 8) d
+        out[2 + half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), d, minus_8d);
+      }
+    }
+  }
+
+  template <DType T>
+  static V load_w_partial(const uint8_t* row, int64_t c, int n) {
+    if constexpr (T == DType::F32 || T == DType::F16 || T == DType::BF16) {
+      constexpr size_t kSize = T == DType::F32 ? 4 : 2;
+      alignas(32) uint8_t buf[W * 4] = {};  // zeros decode to 0.0f in all three types
+      std::memcpy(buf, row + static_cast<size_t>(c) * W * kSize, static_cast<size_t>(n) * kSize);
+      return load_w<T>(buf, 0);
+    } else {
+      return load_w<T>(row, c);  // quantized rows are whole blocks
+    }
+  }
+};
+
+void matmul_avx2(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  simd::matmul<Avx2, 2>(a, n_begin, n_end);
+}
+void row_to_f32_avx2(DType type, const void* src, float* dst, int64_t n) {
+  simd::row_to_f32<Avx2>(type, src, dst, n, row_to_f32_scalar);
+}
+void attention_row_avx2(const AttentionRow& r) {
+  simd::attention_row<Avx2>(r);
+}
+float sum_f32_avx2(const float* p, int64_t n) {
+  return simd::sum_f32<Avx2>(p, n);
+}
+
+}  // namespace
+}  // namespace ferry::kernels::cpu
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#endif  // x86-64 with GCC or Clang
 
 namespace ferry::kernels::cpu {
 const Isa* avx2_isa() {
+#ifdef FERRY_HAVE_AVX2
+  static const Isa isa{"avx2", matmul_avx2, row_to_f32_avx2, attention_row_avx2, sum_f32_avx2};
+  return &isa;
+#else
   return nullptr;
+#endif
 }
 }  // namespace ferry::kernels::cpu

@@ -1,7 +1,156 @@
+// AVX-512 (F, BW, VL, DQ) + FMA + F16C inner loops: 16 floats per vector, weights converted to
+// f32 in registers (bf16 by a shift, f16 by vcvtph2ps, q8_0/q4_0 as d * q, which is exact).
+// GCC 12 reports -Wuninitialized inside its own AVX-512 intrinsics, which start from an undefined
+// vector (GCC bug 105593). Silence it for the intrinsic header's lines only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include <cmath>  // before the target region: std headers must not be compiled for AVX-512
+#include <cstdint>
+#include <cstring>
+
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/quant.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FERRY_HAVE_AVX512 1
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"))), \
+                             apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
+#endif
+
+#include "kernels/cpu/simd_kernels.h"
+
+namespace ferry::kernels::cpu {
+namespace {
+
+inline uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+struct Avx512 {
+  using V = __m512;
+  static constexpr int W = 16;
+
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float v) { return _mm512_set1_ps(v); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V fma(V a, V b, V acc) { return _mm512_fmadd_ps(a, b, acc); }
+  static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
+  static V load_x(const float* p) { return _mm512_loadu_ps(p); }
+  static V load_x_partial(const float* p, int n) { return _mm512_maskz_loadu_ps(mask(n), p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static void store_partial(float* p, V v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
+
+  static float hsum(V v) {
+    const __m256 lo = _mm512_castps512_ps256(v);
+    const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+    const __m256 s8 = _mm256_add_ps(lo, hi);
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+  }
+
+  static V widen_bf16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+
+  // Chunk c of a row: elements [16c, 16c + 16). A 32-element block holds two chunks.
+  template <DType T>
+  static V load_w(const uint8_t* row, int64_t c) {
+    if constexpr (T == DType::F32) {
+      return _mm512_loadu_ps(row + c * 64);
+    } else if constexpr (T == DType::F16) {
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 32)));
+    } else if constexpr (T == DType::BF16) {
+      return widen_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 32)));
+    } else {
+      V chunks[2];
+      load_block<T>(row, c >> 1, chunks, f16_table());
+      return chunks[c & 1];
+    }
+  }
+
+  // The 32 values of quantized block b as two chunks of d * q. The scale comes through a table
+  // (one load and a broadcast from memory), keeping ports 0 and 5 for the conversions and FMAs.
+  template <DType T>
+  static void load_block(const uint8_t* row, int64_t b, V out[2], const float* f16_table) {
+    if constexpr (T == DType::Q8_0) {
+      const uint8_t* block = row + b * sizeof(BlockQ8_0);
+      const V d = _mm512_set1_ps(f16_table[load_u16(block)]);
+      for (int part = 0; part < 2; ++part) {
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + part * 16));
+        out[part] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
+      }
+    } else {  // Q4_0: low nibbles are elements 0..15, high nibbles 16..31; (nib - 8) d = nib d - 8d
+      const uint8_t* block = row + b * sizeof(BlockQ4_0);
+      const V d = _mm512_set1_ps(f16_table[load_u16(block)]);
+      const V minus_8d = _mm512_mul_ps(d, _mm512_set1_ps(-8.0f));
+      const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2)));
+      const __m512i lo = _mm512_and_si512(bytes, _mm512_set1_epi32(15));
+      const __m512i hi = _mm512_srli_epi32(bytes, 4);
+      out[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), d, minus_8d);  // exact: |nib - 8| d has <= 15 bits
+      out[1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), d, minus_8d);
+    }
+  }
+
+  template <DType T>
+  static V load_w_partial(const uint8_t* row, int64_t c, int n) {
+    if constexpr (T == DType::F32) {
+      return _mm512_maskz_loadu_ps(mask(n), row + c * 64);
+    } else if constexpr (T == DType::F16) {
+      return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask(n), row + c * 32));
+    } else if constexpr (T == DType::BF16) {
+      return widen_bf16(_mm256_maskz_loadu_epi16(mask(n), row + c * 32));
+    } else {
+      return load_w<T>(row, c);  // quantized rows are whole blocks
+    }
+  }
+};
+
+void matmul_avx512(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  simd::matmul<Avx512, 4>(a, n_begin, n_end);
+}
+void row_to_f32_avx512(DType type, const void* src, float* dst, int64_t n) {
+  simd::row_to_f32<Avx512>(type, src, dst, n, row_to_f32_scalar);
+}
+void attention_row_avx512(const AttentionRow& r) {
+  simd::attention_row<Avx512>(r);
+}
+float sum_f32_avx512(const float* p, int64_t n) {
+  return simd::sum_f32<Avx512>(p, n);
+}
+
+}  // namespace
+}  // namespace ferry::kernels::cpu
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#endif  // x86-64 with GCC or Clang
 
 namespace ferry::kernels::cpu {
 const Isa* avx512_isa() {
+#ifdef FERRY_HAVE_AVX512
+  static const Isa isa{"avx512", matmul_avx512, row_to_f32_avx512, attention_row_avx512, sum_f32_avx512};
+  return &isa;
+#else
   return nullptr;
+#endif
 }
 }  // namespace ferry::kernels::cpu

@@ -24,10 +24,13 @@ struct MatmulArgs {
   const float* bias = nullptr;  // [N] or nullptr
   float* y = nullptr;           // [M, N], rows y_stride floats apart
   int64_t y_stride = 0;
+  const float* f16_table = nullptr;  // f16 bits -> f32 (quant.h), for the block scales
 };
 
 // One query row of one head against cache rows [0, n_keys): online softmax over key tiles.
 struct AttentionRow {
+  static constexpr int64_t kKeyTile = 64;  // keys scored per step of the online softmax
+
   const float* q = nullptr;        // [head_dim]
   const float* k_cache = nullptr;  // row 0 of this kv head; rows cache_stride floats apart
   const float* v_cache = nullptr;
@@ -35,7 +38,8 @@ struct AttentionRow {
   int64_t n_keys = 0;
   int head_dim = 0;
   float scale = 1.0f;
-  float* out = nullptr;  // [head_dim]
+  float* out = nullptr;      // [head_dim]
+  float* scratch = nullptr;  // [head_dim], this thread's own
 };
 
 struct Isa {

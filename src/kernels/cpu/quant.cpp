@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "core/half.h"
 
@@ -17,6 +18,15 @@ void store_u16(uint8_t* p, uint16_t v) {
   std::memcpy(p, &v, 2);
 }
 }  // namespace
+
+const float* f16_table() {
+  static const std::vector<float> table = [] {
+    std::vector<float> t(65536);
+    for (uint32_t h = 0; h < 65536; ++h) t[h] = f16_to_f32(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return table.data();
+}
 
 void dequantize_block(const BlockQ8_0& block, float* out) {
   const float d = f16_to_f32(block.d);

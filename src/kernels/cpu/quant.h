@@ -8,6 +8,10 @@
 
 namespace ferry::kernels::cpu {
 
+// f16 bits -> f32 for all 65536 values (256 KiB, built on first use). The SIMD matmuls read block
+// scales through it: one load instead of a conversion on the vector ports they are short of.
+const float* f16_table();
+
 // 32 values of one block, in element order.
 void dequantize_block(const BlockQ8_0& block, float* out);
 void dequantize_block(const BlockQ4_0& block, float* out);

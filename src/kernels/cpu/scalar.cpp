@@ -37,11 +37,11 @@ void matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 }
 
 void attention_row(const AttentionRow& r) {
-  constexpr int64_t kTile = 64;
+  constexpr int64_t kTile = AttentionRow::kKeyTile;
   const int64_t hd = r.head_dim;
   float scores[kTile];
-  thread_local std::vector<float> acc;
-  acc.assign(static_cast<size_t>(hd), 0.0f);
+  float* acc = r.scratch;
+  for (int64_t d = 0; d < hd; ++d) acc[d] = 0.0f;
   float running_max = -std::numeric_limits<float>::infinity();
   float running_sum = 0.0f;
   for (int64_t start = 0; start < r.n_keys; start += kTile) {
@@ -54,17 +54,17 @@ void attention_row(const AttentionRow& r) {
     const float new_max = std::fmax(running_max, tile_max);
     const float correction = std::exp(running_max - new_max);  // 0 on the first tile
     running_sum *= correction;
-    for (int64_t d = 0; d < hd; ++d) acc[static_cast<size_t>(d)] *= correction;
+    for (int64_t d = 0; d < hd; ++d) acc[d] *= correction;
     for (int64_t j = 0; j < count; ++j) {
       const float p = std::exp(scores[j] - new_max);
       running_sum += p;
       const float* v = r.v_cache + (start + j) * r.cache_stride;
-      for (int64_t d = 0; d < hd; ++d) acc[static_cast<size_t>(d)] += p * v[d];
+      for (int64_t d = 0; d < hd; ++d) acc[d] += p * v[d];
     }
     running_max = new_max;
   }
   const float inv = 1.0f / running_sum;
-  for (int64_t d = 0; d < hd; ++d) r.out[d] = acc[static_cast<size_t>(d)] * inv;
+  for (int64_t d = 0; d < hd; ++d) r.out[d] = acc[d] * inv;
 }
 
 float sum_f32(const float* p, int64_t n) {

@@ -1,0 +1,130 @@
+// Decode speed of the CPU kernels: gemv (M = 1) over weights of each dtype, reported as weight
+// bytes per second next to the machine's measured read bandwidth (counter "of_read_bw").
+// Weights are cycled through enough copies to exceed the last-level cache, as in a real decode
+// where every layer's weights stream from memory once per token.
+//
+//   build-kernels/bench_kernels --benchmark_filter=Gemv
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "kernels/bandwidth.h"
+#include "kernels/kernels.h"
+#include "kernels/simd.h"
+
+using namespace ferry;
+
+namespace {
+
+constexpr size_t kStreamBytes = size_t{512} << 20;  // several times any last-level cache
+
+// Measured once per thread count and shared by every benchmark that reports a ratio.
+double read_bandwidth(int threads) {
+  static std::map<int, double> cache;
+  auto it = cache.find(threads);
+  if (it == cache.end()) {
+    ThreadPool pool(threads);
+    it = cache.emplace(threads, kernels::measure_read_bandwidth(pool)).first;
+  }
+  return it->second;
+}
+
+Tensor random_f32(const Shape& shape, uint32_t seed) {
+  Tensor t = Tensor::host(DType::F32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  auto* p = t.data_as<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+  return t;
+}
+
+void BM_Gemv(benchmark::State& state) {
+  const auto dtype = static_cast<DType>(state.range(0));
+  const int64_t N = state.range(1);
+  const int64_t K = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const double bandwidth = read_bandwidth(threads);
+  ThreadPool pool(threads);
+
+  Tensor source = random_f32(Shape{N, K}, 1);
+  Tensor first = Tensor::host(dtype, Shape{N, K});
+  kernels::from_f32(source, first, pool);
+  const size_t weight_bytes = first.nbytes();
+  const size_t copies = std::max<size_t>(1, (kStreamBytes + weight_bytes - 1) / weight_bytes);
+  std::vector<Tensor> weights{first};
+  for (size_t c = 1; c < copies; ++c) {
+    weights.push_back(Tensor::host(dtype, Shape{N, K}));
+    kernels::copy(first, weights.back(), pool);
+  }
+  Tensor x = random_f32(Shape{1, K}, 2);
+  Tensor y = Tensor::host(DType::F32, Shape{1, N});
+
+  size_t next = 0;
+  for (auto _ : state) {
+    kernels::matmul(x, weights[next], nullptr, y, pool);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+    next = (next + 1) % weights.size();
+  }
+  const auto bytes = static_cast<double>(weight_bytes) * static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.counters["of_read_bw"] = benchmark::Counter(bytes / bandwidth, benchmark::Counter::kIsRate);
+  state.counters["read_bw_GBps"] = bandwidth / 1e9;
+  state.SetLabel(std::string(dtype_name(dtype)) + " " + kernels::simd_level());
+}
+
+void BM_Prefill(benchmark::State& state) {
+  // M = 64 tokens against one weight: compute-bound; reports GFLOP/s.
+  const auto dtype = static_cast<DType>(state.range(0));
+  const int64_t M = 64, N = 4096, K = 4096;
+  const int threads = static_cast<int>(state.range(1));
+  ThreadPool pool(threads);
+  Tensor w = Tensor::host(dtype, Shape{N, K});
+  kernels::from_f32(random_f32(Shape{N, K}, 1), w, pool);
+  Tensor x = random_f32(Shape{M, K}, 2);
+  Tensor y = Tensor::host(DType::F32, Shape{M, N});
+  for (auto _ : state) {
+    kernels::matmul(x, w, nullptr, y, pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * M * N * K * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(dtype_name(dtype)) + " " + kernels::simd_level());
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  ThreadPool pool(threads);
+  double sum = 0.0;
+  for (auto _ : state) sum += kernels::measure_read_bandwidth(pool);
+  state.counters["GBps"] = sum / static_cast<double>(state.iterations()) / 1e9;
+}
+
+void GemvArgs(benchmark::internal::Benchmark* b) {
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16, DType::Q8_0, DType::Q4_0}) {
+    for (int64_t n : {4096, 11008}) {
+      for (int threads : {1, 2}) b->Args({static_cast<int64_t>(dtype), n, 4096, threads});
+    }
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->Iterations(3)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Gemv)
+    ->Apply(GemvArgs)
+    ->ArgNames({"dtype", "N", "K", "threads"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Prefill)
+    ->ArgsProduct({{static_cast<int64_t>(DType::BF16), static_cast<int64_t>(DType::Q8_0)}, {1, 2}})
+    ->ArgNames({"dtype", "threads"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();

@@ -1,0 +1,247 @@
+// ISA-independent tiling of the CPU inner loops, written once over a "vector traits" type S
+// that each ISA file defines (see avx2.cpp, avx512.cpp). Include only from inside an ISA file's
+// target region: every function here is a template on S, so each ISA gets its own instantiation
+// compiled for its instruction set, and nothing here uses a std:: template.
+//
+// S provides: V (a vector of W floats), W, zero(), fma(a, b, acc), add, mul, set1, hsum(v),
+// load_x(p), load_x_partial(p, n), store(p, v), store_partial(p, v, n), and
+// load_w<T>(row, chunk) -> W weights of chunk `chunk` of a row of dtype T, as f32,
+// load_w_partial<T>(row, chunk, n) -> the first n of them (plain types), zero elsewhere,
+// load_block<T>(row, block, out, f16_table) -> the 32 / W chunks of a quantized block as d * q
+// (the values load_w gives for those chunks).
+//
+// Determinism: every dot product keeps one vector accumulator, adds chunks in increasing k order
+// with fma and reduces with S::hsum, whatever the tile shape. So an output does not depend on M,
+// on which rows share its tile, or on the thread that computes it.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "core/dtype.h"
+#include "kernels/cpu/isa.h"
+
+namespace ferry::kernels::cpu::simd {
+
+// y for rows [m0, m0 + MR) and outputs [n0, n0 + NR).
+template <class S, DType T, int MR, int NR>
+void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0) {
+  using V = typename S::V;
+  V acc[MR][NR];
+  for (int m = 0; m < MR; ++m) {
+    for (int n = 0; n < NR; ++n) acc[m][n] = S::zero();
+  }
+  const uint8_t* w[NR];
+  for (int n = 0; n < NR; ++n) w[n] = a.w + static_cast<size_t>(n0 + n) * a.w_row_bytes;
+  const float* x[MR];
+  for (int m = 0; m < MR; ++m) x[m] = a.x + (m0 + m) * a.x_stride;
+
+  const int64_t full = a.K / S::W;
+  if constexpr (T == DType::Q8_0 || T == DType::Q4_0) {
+    // Whole blocks of 32, each decoded once into its 32 / S::W chunks.
+    constexpr int kChunks = 32 / S::W;
+    for (int64_t b = 0; b < a.K / 32; ++b) {
+      V wv[NR][kChunks];
+      for (int n = 0; n < NR; ++n) S::template load_block<T>(w[n], b, wv[n], a.f16_table);
+      for (int m = 0; m < MR; ++m) {
+        for (int part = 0; part < kChunks; ++part) {
+          const V xv = S::load_x(x[m] + b * 32 + part * S::W);
+          for (int n = 0; n < NR; ++n) acc[m][n] = S::fma(xv, wv[n][part], acc[m][n]);
+        }
+      }
+    }
+  } else {
+    for (int64_t c = 0; c < full; ++c) {
+      V wv[NR];
+      for (int n = 0; n < NR; ++n) wv[n] = S::template load_w<T>(w[n], c);
+      for (int m = 0; m < MR; ++m) {
+        const V xv = S::load_x(x[m] + c * S::W);
+        for (int n = 0; n < NR; ++n) acc[m][n] = S::fma(xv, wv[n], acc[m][n]);
+      }
+    }
+  }
+  const int rest = static_cast<int>(a.K - full * S::W);
+  if (rest != 0) {  // plain types only: quantized rows are whole blocks
+    V wv[NR];
+    for (int n = 0; n < NR; ++n) wv[n] = S::template load_w_partial<T>(w[n], full, rest);
+    for (int m = 0; m < MR; ++m) {
+      const V xv = S::load_x_partial(x[m] + full * S::W, rest);
+      for (int n = 0; n < NR; ++n) acc[m][n] = S::fma(xv, wv[n], acc[m][n]);
+    }
+  }
+  for (int m = 0; m < MR; ++m) {
+    float* y = a.y + (m0 + m) * a.y_stride + n0;
+    for (int n = 0; n < NR; ++n) y[n] = S::hsum(acc[m][n]) + (a.bias ? a.bias[n0 + n] : 0.0f);
+  }
+}
+
+// Rows [m_begin, m_end) against outputs [n0, n0 + NR), MR_MAX rows at a time.
+template <class S, DType T, int NR, int MR_MAX>
+void matmul_rows(const MatmulArgs& a, int64_t m_begin, int64_t m_end, int64_t n0) {
+  int64_t m = m_begin;
+  for (; m + MR_MAX <= m_end; m += MR_MAX) matmul_tile<S, T, MR_MAX, NR>(a, m, n0);
+  switch (m_end - m) {
+    case 0:
+      break;
+    case 1:
+      matmul_tile<S, T, 1, NR>(a, m, n0);
+      break;
+    case 2:
+      if constexpr (MR_MAX > 2) matmul_tile<S, T, 2, NR>(a, m, n0);
+      break;
+    case 3:
+      if constexpr (MR_MAX > 3) matmul_tile<S, T, 3, NR>(a, m, n0);
+      break;
+    default:
+      break;
+  }
+}
+
+// The x rows of one block stay in L2 while every weight tile of [n_begin, n_end) streams past
+// them, so each weight tile is read and converted once per block of rows, not once per row.
+template <class S, DType T, int NR, int MR_MAX>
+void matmul_typed(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  static_assert(MR_MAX >= 1 && MR_MAX <= 4, "row tiles of 1 to 4");
+  constexpr int64_t kBlockBytes = 256 * 1024;
+  int64_t rows_per_block = kBlockBytes / (a.K * static_cast<int64_t>(sizeof(float)));
+  rows_per_block = rows_per_block < MR_MAX ? MR_MAX : rows_per_block / MR_MAX * MR_MAX;
+  for (int64_t m0 = 0; m0 < a.M; m0 += rows_per_block) {
+    const int64_t m1 = m0 + rows_per_block < a.M ? m0 + rows_per_block : a.M;
+    int64_t n = n_begin;
+    for (; n + NR <= n_end; n += NR) matmul_rows<S, T, NR, MR_MAX>(a, m0, m1, n);
+    for (; n < n_end; ++n) matmul_rows<S, T, 1, MR_MAX>(a, m0, m1, n);
+  }
+}
+
+// Decode (M = 1) takes 8 weight rows per tile: 8 independent accumulators hide the FMA latency
+// that 4 would expose. Larger M takes MR_MAX x 4 tiles, whose MR_MAX * 4 accumulators do the same.
+template <class S, DType T, int MR_MAX>
+void matmul_for_type(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (a.M == 1) {
+    matmul_typed<S, T, 8, 1>(a, n_begin, n_end);
+  } else {
+    matmul_typed<S, T, 4, MR_MAX>(a, n_begin, n_end);
+  }
+}
+
+template <class S, int MR_MAX>
+void matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  switch (a.w_type) {
+    case DType::F32:
+      return matmul_for_type<S, DType::F32, MR_MAX>(a, n_begin, n_end);
+    case DType::F16:
+      return matmul_for_type<S, DType::F16, MR_MAX>(a, n_begin, n_end);
+    case DType::BF16:
+      return matmul_for_type<S, DType::BF16, MR_MAX>(a, n_begin, n_end);
+    case DType::Q8_0:
+      return matmul_for_type<S, DType::Q8_0, MR_MAX>(a, n_begin, n_end);
+    case DType::Q4_0:
+      return matmul_for_type<S, DType::Q4_0, MR_MAX>(a, n_begin, n_end);
+    default:
+      return;  // matmul.cpp admits only the five types above
+  }
+}
+
+template <class S, DType T>
+void row_to_f32_typed(const uint8_t* src, float* dst, int64_t n) {
+  const int64_t full = n / S::W;
+  for (int64_t c = 0; c < full; ++c) S::store(dst + c * S::W, S::template load_w<T>(src, c));
+  const int rest = static_cast<int>(n - full * S::W);
+  if (rest != 0) S::store_partial(dst + full * S::W, S::template load_w_partial<T>(src, full, rest), rest);
+}
+
+template <class S>
+void row_to_f32(DType type, const void* src, float* dst, int64_t n,
+                void (*fallback)(DType, const void*, float*, int64_t)) {
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  switch (type) {
+    case DType::F32:
+      return row_to_f32_typed<S, DType::F32>(bytes, dst, n);
+    case DType::F16:
+      return row_to_f32_typed<S, DType::F16>(bytes, dst, n);
+    case DType::BF16:
+      return row_to_f32_typed<S, DType::BF16>(bytes, dst, n);
+    case DType::Q8_0:
+      return row_to_f32_typed<S, DType::Q8_0>(bytes, dst, n);
+    case DType::Q4_0:
+      return row_to_f32_typed<S, DType::Q4_0>(bytes, dst, n);
+    default:
+      return fallback(type, src, dst, n);
+  }
+}
+
+template <class S>
+float dot(const float* a, const float* b, int64_t n) {
+  typename S::V acc = S::zero();
+  const int64_t full = n / S::W;
+  for (int64_t c = 0; c < full; ++c) acc = S::fma(S::load_x(a + c * S::W), S::load_x(b + c * S::W), acc);
+  const int rest = static_cast<int>(n - full * S::W);
+  if (rest != 0) {
+    acc = S::fma(S::load_x_partial(a + full * S::W, rest), S::load_x_partial(b + full * S::W, rest), acc);
+  }
+  return S::hsum(acc);
+}
+
+// acc[0, n) = acc * keep + p * v
+template <class S>
+void scale_add(float* acc, float keep, float p, const float* v, int64_t n) {
+  const typename S::V k = S::set1(keep);
+  const typename S::V pv = S::set1(p);
+  const int64_t full = n / S::W;
+  for (int64_t c = 0; c < full; ++c) {
+    float* o = acc + c * S::W;
+    S::store(o, S::fma(pv, S::load_x(v + c * S::W), S::mul(S::load_x(o), k)));
+  }
+  const int rest = static_cast<int>(n - full * S::W);
+  if (rest != 0) {
+    float* o = acc + full * S::W;
+    S::store_partial(o, S::fma(pv, S::load_x_partial(v + full * S::W, rest), S::mul(S::load_x_partial(o, rest), k)),
+                     rest);
+  }
+}
+
+template <class S>
+void attention_row(const AttentionRow& r) {
+  constexpr int64_t kTile = AttentionRow::kKeyTile;
+  float* acc = r.scratch;  // [head_dim]
+  float scores[kTile];
+  for (int d = 0; d < r.head_dim; ++d) acc[d] = 0.0f;
+  float running_max = -INFINITY;
+  float running_sum = 0.0f;
+  for (int64_t start = 0; start < r.n_keys; start += kTile) {
+    const int64_t count = r.n_keys - start < kTile ? r.n_keys - start : kTile;
+    float tile_max = -INFINITY;
+    for (int64_t j = 0; j < count; ++j) {
+      scores[j] = dot<S>(r.q, r.k_cache + (start + j) * r.cache_stride, r.head_dim) * r.scale;
+      tile_max = std::fmax(tile_max, scores[j]);
+    }
+    const float new_max = std::fmax(running_max, tile_max);
+    float keep = std::exp(running_max - new_max);  // 0 on the first tile
+    running_sum *= keep;
+    for (int64_t j = 0; j < count; ++j) {
+      const float p = std::exp(scores[j] - new_max);
+      running_sum += p;
+      scale_add<S>(acc, keep, p, r.v_cache + (start + j) * r.cache_stride, r.head_dim);
+      keep = 1.0f;
+    }
+    running_max = new_max;
+  }
+  const float inv = 1.0f / running_sum;
+  for (int d = 0; d < r.head_dim; ++d) r.out[d] = acc[d] * inv;
+}
+
+template <class S>
+float sum_f32(const float* p, int64_t n) {
+  // Four accumulators keep enough loads in flight to saturate memory, not the adder's latency.
+  typename S::V acc[4] = {S::zero(), S::zero(), S::zero(), S::zero()};
+  int64_t i = 0;
+  for (; i + 4 * S::W <= n; i += 4 * S::W) {
+    for (int u = 0; u < 4; ++u) acc[u] = S::add(acc[u], S::load_x(p + i + u * S::W));
+  }
+  for (; i + S::W <= n; i += S::W) acc[0] = S::add(acc[0], S::load_x(p + i));
+  if (i < n) acc[1] = S::add(acc[1], S::load_x_partial(p + i, static_cast<int>(n - i)));
+  return S::hsum(S::add(S::add(acc[0], acc[1]), S::add(acc[2], acc[3])));
+}
+
+}  // namespace ferry::kernels::cpu::simd
