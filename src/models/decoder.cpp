@@ -88,8 +88,9 @@ class SpecCollector {
 
   void finish(const std::string& source) const {
     if (missing_.empty() && problems_.empty()) return;
-    std::string msg = fmt::format("{}: the checkpoint does not fit a {} model ({} {}):", source,
-                                  family_name(config_.family), config_.architecture, "config");
+    std::string msg =
+        fmt::format("{}: the tensors do not fit the {} model the config describes{}:", source,
+                    family_name(config_.family), config_.architecture.empty() ? "" : " (" + config_.architecture + ")");
     if (!missing_.empty()) {
       msg += fmt::format("\n  {} missing tensor(s):", missing_.size());
       const size_t shown = std::min<size_t>(missing_.size(), 12);

@@ -1,0 +1,140 @@
+// Bad checkpoints and bad requests end in a typed error that names the file, field or tensor.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine_fixture.h"
+#include "plan/plan.h"
+
+namespace ferry {
+namespace {
+
+using testing::ScratchDir;
+using testing::SingleDevice;
+
+nlohmann::json read(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+void write(const std::string& path, const nlohmann::json& j) {
+  std::ofstream(path) << j.dump(2);
+}
+
+// Runs f, expects an Error of `kind` whose message contains every needle.
+template <typename F>
+void expect_error(F&& f, ErrorKind kind, std::initializer_list<std::string> needles) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    for (const auto& n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << n << " in: " << e.what();
+  }
+}
+
+TEST(CheckpointErrors, MissingConfigFieldIsNamed) {
+  ScratchDir dir("missing_field");
+  testing::make_model(dir.path(), tiny::Arch::Llama, "hf", 1);
+  auto config = read(dir.path() + "/config.json");
+  config.erase("hidden_size");
+  write(dir.path() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Config, {"config.json", "hidden_size"});
+}
+
+TEST(CheckpointErrors, ChatGlmMissingFieldIsNamed) {
+  ScratchDir dir("missing_field_glm");
+  testing::make_model(dir.path(), tiny::Arch::ChatGlm, "hf", 1);
+  auto config = read(dir.path() + "/config.json");
+  config.erase("ffn_hidden_size");
+  write(dir.path() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Config, {"config.json", "ffn_hidden_size"});
+}
+
+TEST(CheckpointErrors, ConfigThatDoesNotFitTheTensorsNamesTensorAndShapes) {
+  ScratchDir dir("wrong_shape");
+  testing::make_model(dir.path(), tiny::Arch::Qwen2, "hf", 1);
+  auto config = read(dir.path() + "/config.json");
+  const int64_t ffn = config["intermediate_size"].get<int64_t>();
+  config["intermediate_size"] = ffn + 32;
+  write(dir.path() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Shape,
+               {"model.layers.0.mlp.gate_proj.weight", std::to_string(ffn), std::to_string(ffn + 32)});
+}
+
+TEST(CheckpointErrors, MoreLayersInConfigThanInFileListsMissingTensors) {
+  ScratchDir dir("missing_layers");
+  testing::make_model(dir.path(), tiny::Arch::Llama, "hf", 1);
+  auto config = read(dir.path() + "/config.json");
+  config["num_hidden_layers"] = config["num_hidden_layers"].get<int>() + 1;
+  write(dir.path() + "/config.json", config);
+  const std::string layer = std::to_string(config["num_hidden_layers"].get<int>() - 1);
+  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Shape,
+               {"missing tensor", "model.layers." + layer + ".self_attn.q_proj.weight"});
+}
+
+TEST(CheckpointErrors, UnknownArchitectureIsUnsupported) {
+  ScratchDir dir("unknown_arch");
+  testing::make_model(dir.path(), tiny::Arch::Llama, "hf", 1);
+  auto config = read(dir.path() + "/config.json");
+  config["model_type"] = "mamba";
+  config["architectures"] = {"MambaForCausalLM"};
+  write(dir.path() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Unsupported, {"mamba", "MambaForCausalLM"});
+}
+
+TEST(CheckpointErrors, UnsupportedRopeScalingIsRefusedNotIgnored) {
+  ScratchDir dir("rope_scaling");
+  testing::make_model(dir.path(), tiny::Arch::Llama, "hf", 1);
+  auto config = read(dir.path() + "/config.json");
+  config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  write(dir.path() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Unsupported, {"yarn"});
+}
+
+TEST(CheckpointErrors, MissingPathAndNotAModel) {
+  expect_error([] { open_checkpoint("/nonexistent/model"); }, ErrorKind::Io, {"/nonexistent/model"});
+  ScratchDir dir("empty");
+  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Usage, {"config.json"});
+}
+
+TEST(PlanErrors, OverBudgetNamesTheDeviceAndTheShortfall) {
+  ScratchDir dir("budget");
+  testing::make_model(dir.path(), tiny::Arch::Llama, "hf", 1);
+  const Checkpoint ck = open_checkpoint(dir.path());
+  expect_error([&] { plan_balanced(ck.spec, parse_device_list("cpu:0=64KiB,cpu:1=64KiB"), 64); },
+               ErrorKind::OutOfMemory, {"cpu:0", "budget", "over"});
+}
+
+TEST(SessionErrors, TokenOutsideVocabularyAndFullContext) {
+  ScratchDir dir("session");
+  testing::make_model(dir.path(), tiny::Arch::Llama, "hf", 1);
+  SingleDevice m(dir.path());
+  Session s(m.ckpt.spec, m.placement, m.weights, 4);
+  expect_error([&] { s.eval(std::vector<int32_t>{m.ckpt.config().vocab}); }, ErrorKind::Usage,
+               {std::to_string(m.ckpt.config().vocab)});
+  s.eval(std::vector<int32_t>{1, 2, 3});
+  expect_error([&] { s.eval(std::vector<int32_t>{1, 2}); }, ErrorKind::Usage, {"context is full"});
+}
+
+TEST(SpecErrors, EveryMissingTensorIsListedAtOnce) {
+  ModelConfig c;
+  c.family = Family::Llama;
+  c.layout = TensorLayout::HfDecoder;
+  c.n_layer = 2;
+  c.hidden = 8;
+  c.n_head = 2;
+  c.n_kv_head = 1;
+  c.head_dim = 4;
+  c.ffn = 16;
+  c.vocab = 32;
+  c.n_rot = 4;
+  const TensorLookup nothing = [](const std::string&) { return std::optional<StoredTensor>(); };
+  expect_error(
+      [&] { make_decoder_spec(c, nothing, "test"); }, ErrorKind::Shape,
+      {"21 missing tensor", "model.embed_tokens.weight", "model.layers.0.input_layernorm.weight", "and 9 more"});
+}
+
+}  // namespace
+}  // namespace ferry
