@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "formats/shape_limits.h"
 
 namespace ferry {
 
@@ -285,21 +286,19 @@ TensorInfo read_tensor_info(Cursor& c, uint64_t index, uint64_t alignment) {
          kMaxGgmlDims);
   }
   uint64_t ne[kMaxGgmlDims] = {1, 1, 1, 1};
-  uint64_t numel = 1;
-  bool overflow = false;
-  for (uint32_t i = 0; i < n_dims; ++i) {
-    ne[i] = c.u64("dimension");
-    if (ne[i] > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) overflow = true;
-    if (__builtin_mul_overflow(numel, ne[i], &numel)) overflow = true;
-  }
+  for (uint32_t i = 0; i < n_dims; ++i) ne[i] = c.u64("dimension");
   const auto ne_str = [&] {
     std::string s = "[";
-    for (uint32_t i = 0; i < n_dims; ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+    for (uint32_t i = 0; i < n_dims; ++i) {
+      if (i > 0) s += ", ";
+      s += std::to_string(ne[i]);
+    }
     return s + "]";
   };
-  if (overflow) {
-    fail(ErrorKind::Format, "{}: tensor '{}' has dimensions ne={} whose element count overflows 64 bits", file, t.name,
-         ne_str());
+  const std::optional<uint64_t> nonzero = nonzero_element_count(ne, static_cast<int>(n_dims));
+  if (!nonzero) {
+    fail(ErrorKind::Format, "{}: tensor '{}' has dimensions ne={} with more than 2^56 elements; the header is corrupt",
+         file, t.name, ne_str());
   }
   t.shape.rank = static_cast<int>(n_dims);
   for (uint32_t i = 0; i < n_dims; ++i) t.shape.dims[n_dims - 1 - i] = static_cast<int64_t>(ne[i]);
@@ -324,6 +323,7 @@ TensorInfo read_tensor_info(Cursor& c, uint64_t index, uint64_t alignment) {
     fail(ErrorKind::Format, "{}: tensor '{}' of type {} has rows of {} elements, not a multiple of its block size {}",
          file, t.name, *type_name, ne[0], block);
   }
+  const uint64_t numel = t.shape.numel() == 0 ? 0 : *nonzero;
   const std::optional<size_t> nbytes = dtype_bytes(t.dtype, numel);
   if (!nbytes) {
     fail(ErrorKind::Format, "{}: tensor '{}' with ne={} of type {} has a byte size that overflows", file, t.name,

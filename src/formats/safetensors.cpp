@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "formats/json_file.h"
+#include "formats/shape_limits.h"
 
 namespace ferry {
 
@@ -154,22 +155,26 @@ SafetensorsEntry parse_entry(const std::string& name, const json& entry, uint64_
     fail(ErrorKind::Unsupported, "{}: tensor '{}' has {} dimensions (shape {}); ferry handles at most {}", filename,
          name, shape_json.size(), short_dump(shape_json), kMaxDims);
   }
-  uint64_t numel = 1;
-  bool overflow = false;
+  uint64_t dims[kMaxDims] = {};
   for (const json& dim : shape_json) {
-    if (!dim.is_number_unsigned() || dim.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    if (!dim.is_number_unsigned()) {
       fail(ErrorKind::Format, "{}: tensor '{}': shape {} has {}, expected non-negative integers", filename, name,
            short_dump(shape_json), json_describe(dim));
     }
-    const uint64_t d = dim.get<uint64_t>();
-    out.shape.dims[static_cast<size_t>(out.shape.rank++)] = static_cast<int64_t>(d);
-    if (__builtin_mul_overflow(numel, d, &numel)) overflow = true;
+    dims[out.shape.rank++] = dim.get<uint64_t>();
   }
-  const std::optional<size_t> expected = overflow ? std::nullopt : dtype_bytes(out.dtype, numel);
+  const std::optional<uint64_t> nonzero = nonzero_element_count(dims, out.shape.rank);
+  if (!nonzero) {
+    fail(ErrorKind::Format, "{}: tensor '{}': shape {} has more than 2^56 elements; the header is corrupt", filename,
+         name, short_dump(shape_json));
+  }
+  for (int i = 0; i < out.shape.rank; ++i) out.shape.dims[static_cast<size_t>(i)] = static_cast<int64_t>(dims[i]);
+  const uint64_t numel = out.shape.numel() == 0 ? 0 : *nonzero;
+  const std::optional<size_t> expected = dtype_bytes(out.dtype, numel);
   if (!expected || *expected != out.end - out.begin) {
     fail(ErrorKind::Format, "{}: tensor '{}': shape {} of {} needs {} bytes but data_offsets [{}, {}] hold {} bytes",
-         filename, name, out.shape.str(), dtype_name_str,
-         expected ? std::to_string(*expected) : std::string("more than 2^64"), out.begin, out.end, out.end - out.begin);
+         filename, name, out.shape.str(), dtype_name_str, expected ? *expected : 0, out.begin, out.end,
+         out.end - out.begin);
   }
   return out;
 }

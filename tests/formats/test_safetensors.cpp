@@ -182,9 +182,17 @@ TEST(Safetensors, BadShapes) {
   expect_format_error(R"({"w":{"dtype":"F32","shape":4,"data_offsets":[0,16]}})", 16, {"'w'", "shape is"});
   expect_format_error(R"({"w":{"dtype":"F32","shape":[1,1,1,1,2],"data_offsets":[0,8]}})", 8,
                       {"t.safetensors", "'w'", "5 dimensions"}, ErrorKind::Unsupported);
-  // Element count overflowing 64 bits.
+  // Element counts overflowing 64 bits, or large enough to overflow byte strides even with a zero dimension.
   expect_format_error(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296,16],"data_offsets":[0,8]}})", 8,
-                      {"'w'", "more than 2^64"});
+                      {"'w'", "more than 2^56"});
+  expect_format_error(R"({"w":{"dtype":"F32","shape":[0,2147483648,2147483648],"data_offsets":[0,0]}})", 8,
+                      {"'w'", "more than 2^56"});
+  expect_format_error(R"({"w":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,8]}})", 8,
+                      {"'w'", "more than 2^56"});
+  // Large dimensions are fine when another one is zero and the rest stay small.
+  EXPECT_EQ(
+      parse(R"({"w":{"dtype":"F32","shape":[0,1099511627776],"data_offsets":[0,0]}})", 0).find("w")->view().shape(),
+      (Shape{0, 1099511627776}));
 }
 
 TEST(Safetensors, BadDataOffsets) {
