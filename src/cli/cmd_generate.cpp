@@ -1,0 +1,114 @@
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/model_setup.h"
+#include "core/error.h"
+
+namespace ferry::cli {
+
+namespace {
+
+struct GenerateArgs {
+  RunOptions run;
+  std::string prompt;
+  std::string prompt_ids;
+  GenerateOptions gen;
+  bool json = false;
+  bool add_bos = false;
+  bool report = false;
+};
+
+const char* stop_name(StopRules::Verdict v) {
+  switch (v) {
+    case StopRules::Verdict::StopEog:
+      return "eog";
+    case StopRules::Verdict::StopString:
+      return "stop_string";
+    case StopRules::Verdict::StopMaxTokens:
+      return "max_tokens";
+    case StopRules::Verdict::Continue:
+      break;
+  }
+  return "none";
+}
+
+int run_generate(const GenerateArgs& a) {
+  if (a.prompt.empty() == a.prompt_ids.empty()) {
+    fail(ErrorKind::Usage, "give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
+  }
+  auto model = load_model(a.run);
+  std::vector<int32_t> prompt;
+  if (!a.prompt_ids.empty()) {
+    prompt = parse_id_list(a.prompt_ids);
+  } else {
+    if (!model->tokenizer) {
+      fail(ErrorKind::Usage, "{} has no tokenizer (no tokenizer.json, no GGUF vocabulary): use --prompt-ids",
+           a.run.model);
+    }
+    prompt = model->tokenizer->encode(a.prompt, /*add_special=*/a.add_bos || model->tokenizer->vocab().add_bos);
+  }
+  auto session = model->new_session();
+  if (a.run.trace_devices) session->executor().set_trace(&std::cerr);
+  const Tokenizer* tok = model->tokenizer ? &*model->tokenizer : nullptr;
+  const auto eog = end_of_generation_ids(model->ckpt, tok);
+  TextSink sink;
+  if (!a.json) {
+    sink = [](std::string_view text) {
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      std::fflush(stdout);
+    };
+  }
+  const GenerateResult r = generate(*session, tok, prompt, eog, a.gen, sink);
+  if (a.json) {
+    nlohmann::json out;
+    out["prompt_ids"] = prompt;
+    out["ids"] = r.ids;
+    out["text"] = r.text;
+    out["stop"] = stop_name(r.stop);
+    std::puts(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else {
+    std::puts("");
+  }
+  if (!a.run.quiet) {
+    const double gen_tps = r.generate_seconds > 0 ? static_cast<double>(r.ids.size()) / r.generate_seconds : 0;
+    fmt::print(stderr, "prompt: {} tokens in {:.3f} s ({:.1f} tok/s); generated: {} tokens ({:.1f} tok/s); stop: {}\n",
+               r.prompt_tokens, r.prompt_seconds, r.prompt_seconds > 0 ? r.prompt_tokens / r.prompt_seconds : 0.0,
+               r.ids.size(), gen_tps, stop_name(r.stop));
+    if (a.report) fmt::print(stderr, "{}", device_report(*model, *session, 1));
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_generate(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  auto* cmd = app.add_subcommand("generate", "Generate text from a prompt");
+  a->run.add_to(*cmd);
+  cmd->add_option("--prompt,-p", a->prompt, "Prompt text");
+  cmd->add_option("--prompt-ids", a->prompt_ids, "Prompt as token ids, e.g. 1,2,3 (instead of --prompt)");
+  cmd->add_option("--max-tokens,-n", a->gen.max_tokens, "Most tokens to generate")->capture_default_str();
+  cmd->add_option("--temperature", a->gen.sampling.temperature, "Sampling temperature (0: greedy)")
+      ->capture_default_str();
+  cmd->add_option("--top-k", a->gen.sampling.top_k, "Keep the k most likely tokens (0: off)")->capture_default_str();
+  cmd->add_option("--top-p", a->gen.sampling.top_p, "Nucleus sampling mass (1: off)")->capture_default_str();
+  cmd->add_option("--min-p", a->gen.sampling.min_p, "Drop tokens below min-p x the top probability (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--repeat-penalty", a->gen.sampling.repeat_penalty, "Penalty for repeated tokens (1: off)")
+      ->capture_default_str();
+  cmd->add_option("--repeat-last-n", a->gen.sampling.repeat_last_n, "Tokens the repeat penalty looks back over")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->gen.sampling.seed, "Random seed (same seed, same output)")->capture_default_str();
+  cmd->add_option("--stop", a->gen.stop_strings, "Stop when this text appears (repeatable)");
+  cmd->add_flag("--ignore-eos", a->gen.ignore_eos, "Do not stop at end-of-generation tokens (fixed-length runs)");
+  cmd->add_flag("--add-bos", a->add_bos, "Prepend the BOS token to the prompt text");
+  cmd->add_flag("--json", a->json,
+                "Print one JSON object {\"prompt_ids\": [...], \"ids\": [...], \"text\": \"...\", \"stop\": ...}");
+  cmd->add_flag("--report", a->report, "After the run, print memory and copies per device");
+  return [a] { return run_generate(*a); };
+}
+
+}  // namespace ferry::cli

@@ -1,0 +1,111 @@
+#include <fmt/format.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/device.h"
+#include "engine/checkpoint.h"
+#include "engine/generator.h"
+
+namespace ferry::cli {
+
+namespace {
+
+struct InspectArgs {
+  std::string path;
+  bool json = false;
+  bool tensors = false;
+};
+
+const char* rope_style_name(RopeStyle s) {
+  return s == RopeStyle::Adjacent ? "adjacent pairs" : "half-split";
+}
+
+int run_inspect(const InspectArgs& a) {
+  const Checkpoint ck = open_checkpoint(a.path);
+  const ModelConfig& c = ck.config();
+  std::map<std::string, std::pair<size_t, uint64_t>> by_dtype;  // dtype -> (tensors, bytes)
+  for (const auto& r : ck.tensors.all()) {
+    auto& e = by_dtype[std::string(dtype_name(r.dtype))];
+    e.first += 1;
+    e.second += r.nbytes;
+  }
+  const auto tokenizer = load_checkpoint_tokenizer(ck);
+  const auto eog = end_of_generation_ids(ck, tokenizer ? &*tokenizer : nullptr);
+
+  if (a.json) {
+    nlohmann::json j;
+    j["path"] = a.path;
+    j["format"] = ck.is_gguf ? "gguf" : "safetensors";
+    j["architecture"] = c.architecture;
+    j["family"] = family_name(c.family);
+    j["parameters"] = ck.spec.parameter_count();
+    j["weight_bytes"] = ck.weight_bytes();
+    j["layers"] = c.n_layer;
+    j["hidden"] = c.hidden;
+    j["heads"] = c.n_head;
+    j["kv_heads"] = c.n_kv_head;
+    j["head_dim"] = c.head_dim;
+    j["ffn"] = c.ffn;
+    j["vocab"] = c.vocab;
+    j["context"] = c.max_context;
+    j["rope"] = {{"dims", c.n_rot},
+                 {"style", rope_style_name(c.rope_style)},
+                 {"theta", c.rope_theta},
+                 {"freq_scale", c.rope_freq_scale}};
+    j["eos_ids"] = eog;
+    j["bos_id"] = c.bos_id;
+    j["chat_template"] = ck.has_chat_template;
+    j["tokenizer"] = tokenizer.has_value();
+    for (const auto& [dt, e] : by_dtype) j["dtypes"][dt] = {{"tensors", e.first}, {"bytes", e.second}};
+    j["tensors"] = ck.tensors.all().size();
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("model         {}\n", a.path);
+  fmt::print("format        {}\n", ck.is_gguf ? "GGUF" : "safetensors (Hugging Face directory)");
+  fmt::print("architecture  {} (family {})\n", c.architecture, family_name(c.family));
+  fmt::print("parameters    {:.3f}M in {} tensors, {}\n", static_cast<double>(ck.spec.parameter_count()) / 1e6,
+             ck.tensors.all().size(), format_bytes(ck.weight_bytes()));
+  fmt::print("shape         {} layers, hidden {}, {} heads ({} kv heads) x {}, ffn {}, vocab {}\n", c.n_layer, c.hidden,
+             c.n_head, c.n_kv_head, c.head_dim, c.ffn, c.vocab);
+  fmt::print("rope          {} of {} dims, {}, base {}, scale {}\n", c.n_rot, c.head_dim, rope_style_name(c.rope_style),
+             c.rope_theta, c.rope_freq_scale);
+  fmt::print("context       {}\n", c.max_context);
+  std::string flags;
+  if (c.qkv_bias) flags += " qkv-bias";
+  if (c.fused_qkv) flags += " fused-qkv";
+  if (c.fused_gate_up) flags += " fused-gate-up";
+  if (c.post_norms) flags += " post-norms";
+  if (c.tied_embeddings) flags += " tied-embeddings";
+  fmt::print("structure    {}\n", flags.empty() ? " (plain)" : flags);
+  for (const auto& [dt, e] : by_dtype)
+    fmt::print("dtype         {:<6} {} tensors, {}\n", dt, e.first, format_bytes(e.second));
+  fmt::print("eos ids       {}\n", fmt::join(eog, ", "));
+  fmt::print("bos id        {}\n", c.bos_id);
+  fmt::print("tokenizer     {}\n", tokenizer ? fmt::format("{} tokens", tokenizer->n_vocab()) : std::string("none"));
+  fmt::print("chat template {}\n", ck.has_chat_template ? "present" : "absent");
+  if (a.tensors) {
+    for (const auto& m : ck.spec.modules) {
+      fmt::print("module {}\n", m.name);
+      for (const auto& p : m.params) {
+        fmt::print("  {:<60} {:<6} {}\n", p.name, dtype_name(p.stored_dtype), p.shape.str());
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_inspect(CLI::App& app) {
+  auto a = std::make_shared<InspectArgs>();
+  auto* cmd = app.add_subcommand("inspect", "Describe a checkpoint without loading its weights");
+  cmd->add_option("path", a->path, "A Hugging Face model directory or a GGUF file")->required();
+  cmd->add_flag("--json", a->json, "Print one JSON object");
+  cmd->add_flag("--tensors", a->tensors, "List every parameter by module");
+  return [a] { return run_inspect(*a); };
+}
+
+}  // namespace ferry::cli

@@ -1,0 +1,40 @@
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "core/error.h"
+#include "engine/checkpoint.h"
+#include "plan/plan.h"
+
+namespace ferry::cli {
+
+namespace {
+
+struct PlanArgs {
+  std::string model;
+  std::string devices = "cpu:0";
+  int64_t ctx = 4096;
+};
+
+int run_plan(const PlanArgs& a) {
+  if (a.ctx <= 0) fail(ErrorKind::Usage, "--ctx must be positive, got {}", a.ctx);
+  const Checkpoint ck = open_checkpoint(a.model);
+  const Plan plan = plan_balanced(ck.spec, parse_device_list(a.devices), a.ctx);
+  fmt::print("{}", plan.describe());
+  for (const auto& [module, device] : plan.assignment) {
+    fmt::print("  {:<12} -> {}\n", module, plan.devices[static_cast<size_t>(device)].device.id.str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Runner add_plan(CLI::App& app) {
+  auto a = std::make_shared<PlanArgs>();
+  auto* cmd = app.add_subcommand("plan", "Show where each module would go, before loading anything");
+  cmd->add_option("--model,-m", a->model, "A Hugging Face model directory or a GGUF file")->required();
+  cmd->add_option("--devices", a->devices, "Devices and budgets, e.g. cpu:0=6GiB,cpu:1=6GiB")->capture_default_str();
+  cmd->add_option("--ctx,-c", a->ctx, "Context length to reserve KV cache for")->capture_default_str();
+  return [a] { return run_plan(*a); };
+}
+
+}  // namespace ferry::cli
