@@ -1,0 +1,129 @@
+// The scriptable interface of the `ferry` binary, which tests, goldens and benchmarks rely on:
+// --prompt-ids, --temperature 0, --json, `ferry logits`, exit codes and error messages.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "../engine/engine_fixture.h"
+#include "../golden/golden_util.h"
+
+namespace ferry {
+namespace {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+// Runs ferry with `args` (already shell-quoted where needed).
+CliRun ferry(const std::string& args) {
+  testing::ScratchDir tmp("cli_stderr");
+  const std::string err_path = tmp.path() + "/stderr";
+  const std::string cmd = std::string(FERRY_CLI) + " " + args + " 2>" + err_path;
+  CliRun r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  return r;
+}
+
+std::string golden_case(const std::string& name) {
+  return testing::golden_dir() + "/text/" + name;
+}
+
+std::string join_ids(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+TEST(Cli, GenerateJsonReproducesTheLlamaCppGreedyIds) {
+  std::ifstream in(golden_case("qwen2") + "/cases.json");
+  const auto cases = nlohmann::json::parse(in);
+  const auto& p = cases["prompts"][0];
+  const auto prompt = p["prompt_ids"].get<std::vector<int32_t>>();
+  const auto greedy = p["greedy_ids"].get<std::vector<int32_t>>();
+  const CliRun r =
+      ferry("generate -q --model " + golden_case("qwen2") + "/model.gguf --prompt-ids " + join_ids(prompt) +
+            " --temperature 0 --ignore-eos --max-tokens " + std::to_string(greedy.size()) + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);  // exactly one JSON object on stdout
+  EXPECT_EQ(j["prompt_ids"].get<std::vector<int32_t>>(), prompt);
+  EXPECT_EQ(j["ids"].get<std::vector<int32_t>>(), greedy);
+  EXPECT_TRUE(j["text"].is_string());
+}
+
+TEST(Cli, LogitsFileMatchesTheGolden) {
+  std::ifstream in(golden_case("glm4") + "/cases.json");
+  const auto cases = nlohmann::json::parse(in);
+  const auto& p = cases["prompts"][1];
+  testing::ScratchDir dir("cli_logits");
+  const std::string out = dir.path() + "/logits.f32";
+  const CliRun r = ferry("logits -q --model " + golden_case("glm4") + "/hf --prompt-ids " +
+                         join_ids(p["prompt_ids"].get<std::vector<int32_t>>()) + " --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto ours = testing::read_binary<float>(out);
+  const auto ref = testing::read_binary<float>(golden_case("glm4") + "/" + p["logits_file"].get<std::string>());
+  ASSERT_EQ(ours.size(), ref.size());
+  EXPECT_LE(testing::max_abs_diff(ours.data(), ref.data(), ref.size()), 1e-4f);
+}
+
+TEST(Cli, GenerateFromTextOnTwoDevicesPrintsThePlan) {
+  testing::ScratchDir dir("cli_text");
+  testing::make_model(dir.path(), tiny::Arch::Glm4, "hf", 3, DType::F32, 4);
+  const CliRun r = ferry("generate --model " + dir.path() +
+                         " --devices cpu:0=64MiB,cpu:1=64MiB --prompt 'Hello there' --max-tokens 8 --temperature 0 "
+                         "--ignore-eos --json --report");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["ids"].size(), 8u);
+  EXPECT_GT(j["prompt_ids"].size(), 0u);
+  for (const char* needle : {"cpu:0", "cpu:1", "layers.", "loading weights", "copies between devices"}) {
+    EXPECT_NE(r.err.find(needle), std::string::npos) << needle << " in:\n" << r.err;
+  }
+}
+
+TEST(Cli, InspectNamesArchitectureAndEosIds) {
+  const CliRun r = ferry("inspect --json " + golden_case("chatglm") + "/hf");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["family"], "chatglm");
+  EXPECT_EQ(j["layers"], 2);
+  EXPECT_EQ(j["kv_heads"], 2);
+  EXPECT_EQ(j["eos_ids"], nlohmann::json::array({2}));
+  // embedding, final norm, output, 7 per layer, and the unused rotary inv_freq buffer
+  EXPECT_EQ(j["dtypes"]["f32"]["tensors"], 3 + 2 * 7 + 1);
+}
+
+TEST(Cli, BadInputExitsNonZeroWithAClearMessage) {
+  CliRun r = ferry("generate --model /no/such/model --prompt hi");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("/no/such/model"), std::string::npos) << r.err;
+  r = ferry("generate --model " + golden_case("llama") + "/model.gguf --prompt-ids 1,x,3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("'x'"), std::string::npos) << r.err;
+  r = ferry("generate -q --model " + golden_case("llama") + "/model.gguf --prompt-ids 1,99999");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("99999"), std::string::npos) << r.err;
+  r = ferry("generate --model " + golden_case("llama") + "/model.gguf --devices gpu:0 --prompt-ids 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("gpu:0"), std::string::npos) << r.err;
+  r = ferry("generate --model " + golden_case("llama") + "/model.gguf --devices cpu:0=4KiB --prompt-ids 1");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("out of memory"), std::string::npos) << r.err;
+  r = ferry("frobnicate");
+  EXPECT_NE(r.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace ferry
