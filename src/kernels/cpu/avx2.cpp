@@ -37,6 +37,7 @@ struct Avx2 {
   static V zero() { return _mm256_setzero_ps(); }
   static V set1(float v) { return _mm256_set1_ps(v); }
   static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V fma(V a, V b, V acc) { return _mm256_fmadd_ps(a, b, acc); }
   static V load_x(const float* p) { return _mm256_loadu_ps(p); }
@@ -58,57 +59,48 @@ struct Avx2 {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
   }
 
-  // Chunk c of a row: elements [8c, 8c + 8). A 32-element block holds four chunks.
+  // Chunk c of a row: elements [8c, 8c + 8). Plain types only.
   template <DType T>
   static V load_w(const uint8_t* row, int64_t c) {
     if constexpr (T == DType::F32) {
       return _mm256_loadu_ps(reinterpret_cast<const float*>(row + c * 32));
     } else if constexpr (T == DType::F16) {
       return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c * 16)));
-    } else if constexpr (T == DType::BF16) {
+    } else {  // BF16
       const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + c * 16));
       return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    } else {
-      V chunks[4];
-      load_block<T>(row, c >> 2, chunks, f16_table());
-      return chunks[c & 3];
     }
   }
 
-  // The 32 values of quantized block b as four chunks of d * q (scale through the f16 table).
+  // Quantized block b: returns its scale in every lane; q[0..3] get its 32 stored integers.
   template <DType T>
-  static void load_block(const uint8_t* row, int64_t b, V out[4], const float* f16_table) {
+  static V load_block_q(const uint8_t* row, int64_t b, V q[4], const float* f16_table) {
     if constexpr (T == DType::Q8_0) {
       const uint8_t* block = row + b * sizeof(BlockQ8_0);
-      const V d = _mm256_set1_ps(f16_table[load_u16(block)]);
       for (int part = 0; part < 4; ++part) {
-        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + part * 8));
-        out[part] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+        const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + part * 8));
+        q[part] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
       }
+      return _mm256_set1_ps(f16_table[load_u16(block)]);
     } else {  // Q4_0: chunks 0, 1 are the low nibbles of bytes 0..7, 8..15; chunks 2, 3 the high ones
       const uint8_t* block = row + b * sizeof(BlockQ4_0);
-      const V d = _mm256_set1_ps(f16_table[load_u16(block)]);
-      const V minus_8d = _mm256_mul_ps(d, _mm256_set1_ps(-8.0f));
       for (int half = 0; half < 2; ++half) {
         const __m256i bytes =
             _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(block + 2 + half * 8)));
-        const __m256i lo = _mm256_and_si256(bytes, _mm256_set1_epi32(15));
-        const __m256i hi = _mm256_srli_epi32(bytes, 4);
-        out[half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lo), d, minus_8d);  // exact, as (nib - 8) d
-        out[2 + half] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi), d, minus_8d);
+        q[half] = _mm256_cvtepi32_ps(_mm256_and_si256(bytes, _mm256_set1_epi32(15)));
+        q[2 + half] = _mm256_cvtepi32_ps(_mm256_srli_epi32(bytes, 4));
       }
+      return _mm256_set1_ps(f16_table[load_u16(block)]);
     }
   }
 
   template <DType T>
   static V load_w_partial(const uint8_t* row, int64_t c, int n) {
-    if constexpr (T == DType::F32 || T == DType::F16 || T == DType::BF16) {
+    {
       constexpr size_t kSize = T == DType::F32 ? 4 : 2;
       alignas(32) uint8_t buf[W * 4] = {};  // zeros decode to 0.0f in all three types
       std::memcpy(buf, row + static_cast<size_t>(c) * W * kSize, static_cast<size_t>(n) * kSize);
       return load_w<T>(buf, 0);
-    } else {
-      return load_w<T>(row, c);  // quantized rows are whole blocks
     }
   }
 };
@@ -117,7 +109,7 @@ void matmul_avx2(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   simd::matmul<Avx2, 2>(a, n_begin, n_end);
 }
 void row_to_f32_avx2(DType type, const void* src, float* dst, int64_t n) {
-  simd::row_to_f32<Avx2>(type, src, dst, n, row_to_f32_scalar);
+  simd::row_to_f32<Avx2>(type, src, dst, n, f16_table(), row_to_f32_scalar);
 }
 void attention_row_avx2(const AttentionRow& r) {
   simd::attention_row<Avx2>(r);

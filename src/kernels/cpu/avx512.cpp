@@ -48,6 +48,7 @@ struct Avx512 {
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float v) { return _mm512_set1_ps(v); }
   static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V fma(V a, V b, V acc) { return _mm512_fmadd_ps(a, b, acc); }
   static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
@@ -67,42 +68,34 @@ struct Avx512 {
 
   static V widen_bf16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 
-  // Chunk c of a row: elements [16c, 16c + 16). A 32-element block holds two chunks.
+  // Chunk c of a row: elements [16c, 16c + 16). Plain types only.
   template <DType T>
   static V load_w(const uint8_t* row, int64_t c) {
     if constexpr (T == DType::F32) {
       return _mm512_loadu_ps(row + c * 64);
     } else if constexpr (T == DType::F16) {
       return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 32)));
-    } else if constexpr (T == DType::BF16) {
+    } else {  // BF16
       return widen_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 32)));
-    } else {
-      V chunks[2];
-      load_block<T>(row, c >> 1, chunks, f16_table());
-      return chunks[c & 1];
     }
   }
 
-  // The 32 values of quantized block b as two chunks of d * q. The scale comes through a table
-  // (one load and a broadcast from memory), keeping ports 0 and 5 for the conversions and FMAs.
+  // Quantized block b: returns its scale in every lane; q[0..1] get its 32 stored integers.
   template <DType T>
-  static void load_block(const uint8_t* row, int64_t b, V out[2], const float* f16_table) {
+  static V load_block_q(const uint8_t* row, int64_t b, V q[2], const float* f16_table) {
     if constexpr (T == DType::Q8_0) {
       const uint8_t* block = row + b * sizeof(BlockQ8_0);
-      const V d = _mm512_set1_ps(f16_table[load_u16(block)]);
       for (int part = 0; part < 2; ++part) {
-        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + part * 16));
-        out[part] = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d);
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + part * 16));
+        q[part] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes));
       }
-    } else {  // Q4_0: low nibbles are elements 0..15, high nibbles 16..31; (nib - 8) d = nib d - 8d
+      return _mm512_set1_ps(f16_table[load_u16(block)]);
+    } else {  // Q4_0: low nibbles are elements 0..15, high nibbles 16..31
       const uint8_t* block = row + b * sizeof(BlockQ4_0);
-      const V d = _mm512_set1_ps(f16_table[load_u16(block)]);
-      const V minus_8d = _mm512_mul_ps(d, _mm512_set1_ps(-8.0f));
       const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2)));
-      const __m512i lo = _mm512_and_si512(bytes, _mm512_set1_epi32(15));
-      const __m512i hi = _mm512_srli_epi32(bytes, 4);
-      out[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), d, minus_8d);  // exact: |nib - 8| d has <= 15 bits
-      out[1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), d, minus_8d);
+      q[0] = _mm512_cvtepi32_ps(_mm512_and_si512(bytes, _mm512_set1_epi32(15)));
+      q[1] = _mm512_cvtepi32_ps(_mm512_srli_epi32(bytes, 4));
+      return _mm512_set1_ps(f16_table[load_u16(block)]);
     }
   }
 
@@ -114,8 +107,6 @@ struct Avx512 {
       return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask(n), row + c * 32));
     } else if constexpr (T == DType::BF16) {
       return widen_bf16(_mm256_maskz_loadu_epi16(mask(n), row + c * 32));
-    } else {
-      return load_w<T>(row, c);  // quantized rows are whole blocks
     }
   }
 };
@@ -124,7 +115,7 @@ void matmul_avx512(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   simd::matmul<Avx512, 4>(a, n_begin, n_end);
 }
 void row_to_f32_avx512(DType type, const void* src, float* dst, int64_t n) {
-  simd::row_to_f32<Avx512>(type, src, dst, n, row_to_f32_scalar);
+  simd::row_to_f32<Avx512>(type, src, dst, n, f16_table(), row_to_f32_scalar);
 }
 void attention_row_avx512(const AttentionRow& r) {
   simd::attention_row<Avx512>(r);

@@ -3,12 +3,12 @@
 // target region: every function here is a template on S, so each ISA gets its own instantiation
 // compiled for its instruction set, and nothing here uses a std:: template.
 //
-// S provides: V (a vector of W floats), W, zero(), fma(a, b, acc), add, mul, set1, hsum(v),
-// load_x(p), load_x_partial(p, n), store(p, v), store_partial(p, v, n), and
-// load_w<T>(row, chunk) -> W weights of chunk `chunk` of a row of dtype T, as f32,
-// load_w_partial<T>(row, chunk, n) -> the first n of them (plain types), zero elsewhere,
-// load_block<T>(row, block, out, f16_table) -> the 32 / W chunks of a quantized block as d * q
-// (the values load_w gives for those chunks).
+// S provides: V (a vector of W floats), W, zero(), fma(a, b, acc), add, sub, mul, set1, hsum(v),
+// load_x(p), load_x_partial(p, n), store(p, v), store_partial(p, v, n), and for weights
+// load_w<T>(row, chunk) -> W weights of chunk `chunk` of a row of plain type T, as f32,
+// load_w_partial<T>(row, chunk, n) -> the first n of them, zero elsewhere,
+// load_block_q<T>(row, block, q, f16_table) -> the block's scale d in every lane, with its 32
+// stored integers (q8_0: q; q4_0: the nibble q + 8) as f32 in the 32 / W chunks q[].
 //
 // Determinism: every dot product keeps one vector accumulator, adds chunks in increasing k order
 // with fma and reduces with S::hsum, whatever the tile shape. So an output does not depend on M,
@@ -39,15 +39,34 @@ void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0) {
 
   const int64_t full = a.K / S::W;
   if constexpr (T == DType::Q8_0 || T == DType::Q4_0) {
-    // Whole blocks of 32, each decoded once into its 32 / S::W chunks.
+    // Whole blocks of 32. Per block and output: s = sum over the block of x * q (q as small
+    // integers in f32, products exact), then acc += d * s. Applying the scale once per block
+    // instead of once per weight saves vector-port work, which bounds decode on quantized weights.
+    // q4_0 stores q + 8: sum x (q + 8) - 8 sum x, with -8 sum x computed once per block and row.
     constexpr int kChunks = 32 / S::W;
     for (int64_t b = 0; b < a.K / 32; ++b) {
-      V wv[NR][kChunks];
-      for (int n = 0; n < NR; ++n) S::template load_block<T>(w[n], b, wv[n], a.f16_table);
-      for (int m = 0; m < MR; ++m) {
-        for (int part = 0; part < kChunks; ++part) {
-          const V xv = S::load_x(x[m] + b * 32 + part * S::W);
-          for (int n = 0; n < NR; ++n) acc[m][n] = S::fma(xv, wv[n][part], acc[m][n]);
+      V minus_8_xsum[MR];
+      if constexpr (T == DType::Q4_0) {
+        for (int m = 0; m < MR; ++m) {
+          const float* xb = x[m] + b * 32;
+          V xsum = S::load_x(xb);
+          for (int part = 1; part < kChunks; ++part) xsum = S::add(xsum, S::load_x(xb + part * S::W));
+          minus_8_xsum[m] = S::mul(xsum, S::set1(-8.0f));
+        }
+      }
+      for (int n = 0; n < NR; ++n) {
+        V q[kChunks];
+        const V d = S::template load_block_q<T>(w[n], b, q, a.f16_table);
+        for (int m = 0; m < MR; ++m) {
+          const float* xb = x[m] + b * 32;
+          V s;
+          if constexpr (T == DType::Q4_0) {
+            s = S::fma(S::load_x(xb), q[0], minus_8_xsum[m]);
+          } else {
+            s = S::mul(S::load_x(xb), q[0]);
+          }
+          for (int part = 1; part < kChunks; ++part) s = S::fma(S::load_x(xb + part * S::W), q[part], s);
+          acc[m][n] = S::fma(s, d, acc[m][n]);
         }
       }
     }
@@ -61,13 +80,15 @@ void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0) {
       }
     }
   }
-  const int rest = static_cast<int>(a.K - full * S::W);
-  if (rest != 0) {  // plain types only: quantized rows are whole blocks
-    V wv[NR];
-    for (int n = 0; n < NR; ++n) wv[n] = S::template load_w_partial<T>(w[n], full, rest);
-    for (int m = 0; m < MR; ++m) {
-      const V xv = S::load_x_partial(x[m] + full * S::W, rest);
-      for (int n = 0; n < NR; ++n) acc[m][n] = S::fma(xv, wv[n], acc[m][n]);
+  if constexpr (T == DType::F32 || T == DType::F16 || T == DType::BF16) {  // quantized rows are whole blocks
+    const int rest = static_cast<int>(a.K - full * S::W);
+    if (rest != 0) {
+      V wv[NR];
+      for (int n = 0; n < NR; ++n) wv[n] = S::template load_w_partial<T>(w[n], full, rest);
+      for (int m = 0; m < MR; ++m) {
+        const V xv = S::load_x_partial(x[m] + full * S::W, rest);
+        for (int n = 0; n < NR; ++n) acc[m][n] = S::fma(xv, wv[n], acc[m][n]);
+      }
     }
   }
   for (int m = 0; m < MR; ++m) {
@@ -144,28 +165,41 @@ void matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 }
 
 template <class S, DType T>
-void row_to_f32_typed(const uint8_t* src, float* dst, int64_t n) {
-  const int64_t full = n / S::W;
-  for (int64_t c = 0; c < full; ++c) S::store(dst + c * S::W, S::template load_w<T>(src, c));
-  const int rest = static_cast<int>(n - full * S::W);
-  if (rest != 0) S::store_partial(dst + full * S::W, S::template load_w_partial<T>(src, full, rest), rest);
+void row_to_f32_typed(const uint8_t* src, float* dst, int64_t n, const float* f16_table) {
+  if constexpr (T == DType::Q8_0 || T == DType::Q4_0) {
+    constexpr int kChunks = 32 / S::W;
+    for (int64_t b = 0; b < n / 32; ++b) {
+      typename S::V q[kChunks];
+      const typename S::V d = S::template load_block_q<T>(src, b, q, f16_table);
+      for (int part = 0; part < kChunks; ++part) {
+        // d * q is exact in f32 (an 11-bit scale times a <= 8-bit integer).
+        const typename S::V value = T == DType::Q4_0 ? S::sub(q[part], S::set1(8.0f)) : q[part];
+        S::store(dst + b * 32 + part * S::W, S::mul(value, d));
+      }
+    }
+  } else {
+    const int64_t full = n / S::W;
+    for (int64_t c = 0; c < full; ++c) S::store(dst + c * S::W, S::template load_w<T>(src, c));
+    const int rest = static_cast<int>(n - full * S::W);
+    if (rest != 0) S::store_partial(dst + full * S::W, S::template load_w_partial<T>(src, full, rest), rest);
+  }
 }
 
 template <class S>
-void row_to_f32(DType type, const void* src, float* dst, int64_t n,
+void row_to_f32(DType type, const void* src, float* dst, int64_t n, const float* f16_table,
                 void (*fallback)(DType, const void*, float*, int64_t)) {
   const auto* bytes = static_cast<const uint8_t*>(src);
   switch (type) {
     case DType::F32:
-      return row_to_f32_typed<S, DType::F32>(bytes, dst, n);
+      return row_to_f32_typed<S, DType::F32>(bytes, dst, n, f16_table);
     case DType::F16:
-      return row_to_f32_typed<S, DType::F16>(bytes, dst, n);
+      return row_to_f32_typed<S, DType::F16>(bytes, dst, n, f16_table);
     case DType::BF16:
-      return row_to_f32_typed<S, DType::BF16>(bytes, dst, n);
+      return row_to_f32_typed<S, DType::BF16>(bytes, dst, n, f16_table);
     case DType::Q8_0:
-      return row_to_f32_typed<S, DType::Q8_0>(bytes, dst, n);
+      return row_to_f32_typed<S, DType::Q8_0>(bytes, dst, n, f16_table);
     case DType::Q4_0:
-      return row_to_f32_typed<S, DType::Q4_0>(bytes, dst, n);
+      return row_to_f32_typed<S, DType::Q4_0>(bytes, dst, n, f16_table);
     default:
       return fallback(type, src, dst, n);
   }
@@ -231,17 +265,26 @@ void attention_row(const AttentionRow& r) {
   for (int d = 0; d < r.head_dim; ++d) r.out[d] = acc[d] * inv;
 }
 
+// The bandwidth probe's read: the n floats are read as kStreams equal parts in lockstep, as a gemv
+// reads its rows. One sequential stream leaves a server core's memory parallelism unused and would
+// understate what the machine delivers (by about 2x on the machines we measured).
 template <class S>
 float sum_f32(const float* p, int64_t n) {
-  // Four accumulators keep enough loads in flight to saturate memory, not the adder's latency.
-  typename S::V acc[4] = {S::zero(), S::zero(), S::zero(), S::zero()};
-  int64_t i = 0;
-  for (; i + 4 * S::W <= n; i += 4 * S::W) {
-    for (int u = 0; u < 4; ++u) acc[u] = S::add(acc[u], S::load_x(p + i + u * S::W));
+  constexpr int kStreams = 8;
+  using V = typename S::V;
+  V acc[kStreams];
+  for (int s = 0; s < kStreams; ++s) acc[s] = S::zero();
+  const int64_t per_stream = n / kStreams / S::W * S::W;
+  for (int64_t i = 0; i < per_stream; i += S::W) {
+    for (int s = 0; s < kStreams; ++s) acc[s] = S::add(acc[s], S::load_x(p + s * per_stream + i));
   }
-  for (; i + S::W <= n; i += S::W) acc[0] = S::add(acc[0], S::load_x(p + i));
-  if (i < n) acc[1] = S::add(acc[1], S::load_x_partial(p + i, static_cast<int>(n - i)));
-  return S::hsum(S::add(S::add(acc[0], acc[1]), S::add(acc[2], acc[3])));
+  for (int64_t i = kStreams * per_stream; i < n; i += S::W) {  // the remainder
+    const int64_t left = n - i;
+    acc[0] = S::add(acc[0], left >= S::W ? S::load_x(p + i) : S::load_x_partial(p + i, static_cast<int>(left)));
+  }
+  V total = S::zero();
+  for (int s = 0; s < kStreams; ++s) total = S::add(total, acc[s]);
+  return S::hsum(total);
 }
 
 }  // namespace ferry::kernels::cpu::simd
