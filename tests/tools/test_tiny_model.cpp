@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +24,8 @@
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "kernels/simd.h"
+#include "text/tokenizer.h"
+#include "text/vocab.h"
 #include "tools/test_support.h"
 
 using namespace ferry;
@@ -506,6 +510,59 @@ TEST(TinyModel, TokenizerFilesAgreeWithEachOtherAndWithGpt2ByteOrder) {
   EXPECT_EQ(g.get_string("tokenizer.chat_template"), tiny::kChatTemplate);
 }
 
+// Byte-level BPE by merge rank, written from the GPT-2 algorithm: the reference for the next test.
+std::vector<int32_t> reference_bpe(const std::string& text, const tiny::Tokenizer& tok) {
+  std::map<std::string, int32_t> id_of;
+  for (size_t i = 0; i < tok.tokens.size(); ++i) id_of[tok.tokens[i]] = static_cast<int32_t>(i);
+  std::map<std::string, size_t> rank;
+  for (size_t i = 0; i < tok.merges.size(); ++i) rank[tok.merges[i]] = i;
+  std::map<uint8_t, std::string> byte_piece;
+  for (const auto& [byte, cp] : tiny::gpt2_byte_order()) byte_piece[byte] = tiny::utf8_encode(cp);
+  std::vector<int32_t> ids;
+  for (const std::string& word : tiny::pretokenize_ascii(text)) {
+    std::vector<std::string> parts;
+    for (char c : word) parts.push_back(byte_piece[static_cast<uint8_t>(c)]);
+    while (parts.size() > 1) {
+      size_t best = parts.size();
+      size_t best_rank = SIZE_MAX;
+      for (size_t i = 0; i + 1 < parts.size(); ++i) {
+        const auto it = rank.find(parts[i] + " " + parts[i + 1]);
+        if (it != rank.end() && it->second < best_rank) best = i, best_rank = it->second;
+      }
+      if (best == parts.size()) break;
+      parts[best] += parts[best + 1];
+      parts.erase(parts.begin() + static_cast<long>(best) + 1);
+    }
+    for (const std::string& p : parts) ids.push_back(id_of.at(p));
+  }
+  return ids;
+}
+
+TEST(TinyModelTokenizer, FilesLoadInFerrysTokenizerAndEncodeLikeAReferenceBpe) {
+  test::TempDir dir("tok_load");
+  tiny::write_tiny_model(options(tiny::Arch::ChatGlm, dir.path(), "both", DType::F32));
+  const tiny::Tokenizer& tok = tiny::default_tokenizer();
+  const Tokenizer from_json = Tokenizer::from_vocab(vocab_from_tokenizer_json(dir.file("tokenizer.json")));
+  const Tokenizer from_gguf = Tokenizer::from_vocab(vocab_from_gguf(GgufFile::open(dir.file("model.gguf"))));
+  const std::string text = std::string(tiny::kTrainingText) + " Unseen words: xylophone, 1234567.";
+  const std::vector<int32_t> expected = reference_bpe(text, tok);
+  EXPECT_LT(expected.size() * 2, text.size());  // the merges compress their own text: 2.8 bytes a token
+  EXPECT_EQ(from_json.encode(text, false), expected);
+  EXPECT_EQ(from_gguf.encode(text, false), expected);
+  EXPECT_EQ(from_json.decode(expected), text);
+  for (const Tokenizer* t : {&from_json, &from_gguf}) {
+    EXPECT_TRUE(t->vocab().is_eog(tok.endoftext));
+    EXPECT_TRUE(t->vocab().is_eog(tok.user));
+    EXPECT_TRUE(t->vocab().is_eog(tok.observation));
+    EXPECT_FALSE(t->vocab().is_eog(tok.assistant));
+    EXPECT_EQ(t->vocab().chat_template, tiny::kChatTemplate);
+    std::vector<int32_t> turn = {tok.user};
+    for (int32_t id : reference_bpe("\nhi", tok)) turn.push_back(id);
+    turn.push_back(tok.assistant);
+    EXPECT_EQ(t->encode("<|user|>\nhi<|assistant|>", false), turn);
+  }
+}
+
 TEST(TinyModelTokenizer, LearnsTheMostFrequentPairFirstAndBreaksTiesLexically) {
   // Words "ab", " ab" x2, " cd": (a,b) x3 first, then (Ġ,ab) x2, then the tie (Ġ,c) vs (c,d) at one each
   // goes to "c d" because "c" < "Ġ".
@@ -615,6 +672,13 @@ TEST(TinyModel, RefusesBadOptionsWithUsageErrors) {
   o.preset = "huge";
   EXPECT_NE(message(o).find("huge"), std::string::npos);
   EXPECT_THROW(tiny::parse_arch("gpt2"), Error);
+  try {  // a directory that cannot be created is an I/O error naming it
+    tiny::write_tiny_model(options(tiny::Arch::Llama, "/proc/ferry-no-such/x", "hf", DType::F32));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Io);
+    EXPECT_NE(std::string(e.what()).find("/proc/ferry-no-such/x"), std::string::npos) << e.what();
+  }
   EXPECT_TRUE(fs::is_empty(path));  // nothing was written for a refused request
 }
 

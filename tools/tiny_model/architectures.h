@@ -90,7 +90,7 @@ inline Hyper preset_hyper(const std::string& preset, Arch arch) {
   } else if (preset == "demo") {
     h.layers = 4, h.hidden = 256, h.heads = 8, h.kv_heads = 2, h.head_dim = 32, h.ffn = 704, h.max_context = 4096;
   } else if (preset == "bench300m") {
-    // 20 * (2*1024*1024 + 2*512*1024 + 3*1024*2816 + 2*1024) + 2*32000*1024 + 1024 = 298.6M parameters
+    // 20 * (2*1024*1024 + 2*512*1024 + 3*1024*2816 + 2*1024) + 2*32000*1024 + 1024 = 301.5M parameters
     h.layers = 20, h.hidden = 1024, h.heads = 16, h.kv_heads = 8, h.head_dim = 64, h.ffn = 2816, h.vocab = 32000;
     h.max_context = 4096;
   } else {
