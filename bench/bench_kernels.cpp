@@ -97,6 +97,27 @@ void BM_Prefill(benchmark::State& state) {
   state.SetLabel(std::string(dtype_name(dtype)) + " " + kernels::simd_level());
 }
 
+void BM_AttentionDecode(benchmark::State& state) {
+  // One new token against a filled cache (GQA 32/8 heads of 128): reports KV-cache bytes read per second.
+  const int64_t S = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  ThreadPool pool(threads);
+  const AttentionParams p{32, 8, 128, 0.0884f, S - 1};
+  const int64_t kv_width = 8 * 128;
+  Tensor q = random_f32(Shape{1, 32 * 128}, 3);
+  Tensor k = random_f32(Shape{1, kv_width}, 4);
+  Tensor v = random_f32(Shape{1, kv_width}, 5);
+  Tensor k_cache = random_f32(Shape{S, kv_width}, 6);
+  Tensor v_cache = random_f32(Shape{S, kv_width}, 7);
+  Tensor out = Tensor::host(DType::F32, Shape{1, 32 * 128});
+  for (auto _ : state) {
+    kernels::attention(q, k, v, k_cache, v_cache, p, out, pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(2 * k_cache.nbytes()) * state.iterations());
+  state.SetLabel(kernels::simd_level());
+}
+
 void BM_ReadBandwidth(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   ThreadPool pool(threads);
@@ -124,6 +145,12 @@ BENCHMARK(BM_Gemv)
 BENCHMARK(BM_Prefill)
     ->ArgsProduct({{static_cast<int64_t>(DType::BF16), static_cast<int64_t>(DType::Q8_0)}, {1, 2}})
     ->ArgNames({"dtype", "threads"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK(BM_AttentionDecode)
+    ->ArgsProduct({{512, 4096}, {1, 2}})
+    ->ArgNames({"S", "threads"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

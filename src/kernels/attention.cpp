@@ -1,5 +1,6 @@
 // Causal attention over a KV cache: append this step's k/v, then each (query, head) runs an online
 // softmax over its cache rows tile by tile (cpu/*.cpp), never materialising a T x S score matrix.
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -52,29 +53,38 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cach
   std::memmove(k_cache.data_as<float>() + p.kv_offset * kv_width, k.data(), new_bytes);
   std::memmove(v_cache.data_as<float>() + p.kv_offset * kv_width, v.data(), new_bytes);
 
+  // Tasks: (token, kv head, a slice of at most kMaxHeads of the query heads that read that kv head).
+  // The heads of a slice share each K/V row they read.
   const cpu::Isa& isa = cpu::active_isa();
+  constexpr int kMaxHeads = cpu::AttentionHeads::kMaxHeads;
   const int group = p.n_head / p.n_kv_head;
+  const int slices_per_group = (group + kMaxHeads - 1) / kMaxHeads;
+  const int64_t tasks_per_token = static_cast<int64_t>(p.n_kv_head) * slices_per_group;
   const int64_t width = static_cast<int64_t>(p.n_head) * p.head_dim;
   const float* q_data = q.data_as<const float>();
   const float* kc = k_cache.data_as<const float>();
   const float* vc = v_cache.data_as<const float>();
   float* o = out.data_as<float>();
-  std::vector<float> scratch(static_cast<size_t>(pool.size()) * static_cast<size_t>(p.head_dim));
-  pool.parallel_for(T * p.n_head, [&](int64_t task, int thread) {
-    const int64_t t = task / p.n_head;
-    const int h = static_cast<int>(task % p.n_head);
-    const int64_t kv_col = static_cast<int64_t>(h / group) * p.head_dim;
-    cpu::AttentionRow row;
-    row.q = q_data + t * width + static_cast<int64_t>(h) * p.head_dim;
-    row.k_cache = kc + kv_col;
-    row.v_cache = vc + kv_col;
-    row.cache_stride = kv_width;
-    row.n_keys = p.kv_offset + t + 1;  // causal by cache slot
-    row.head_dim = p.head_dim;
-    row.scale = p.scale;
-    row.out = o + t * width + static_cast<int64_t>(h) * p.head_dim;
-    row.scratch = scratch.data() + static_cast<size_t>(thread) * static_cast<size_t>(p.head_dim);
-    isa.attention_row(row);
+  const size_t scratch_per_thread =
+      static_cast<size_t>(kMaxHeads) * static_cast<size_t>(p.head_dim + cpu::AttentionHeads::kKeyTile);
+  std::vector<float> scratch(static_cast<size_t>(pool.size()) * scratch_per_thread);
+  pool.parallel_for(T * tasks_per_token, [&](int64_t task, int thread) {
+    const int64_t t = task / tasks_per_token;
+    const int kv_head = static_cast<int>(task % tasks_per_token) / slices_per_group;
+    const int slice = static_cast<int>(task % tasks_per_token) % slices_per_group;
+    const int first_head = kv_head * group + slice * kMaxHeads;
+    cpu::AttentionHeads heads;
+    heads.q = q_data + t * width + static_cast<int64_t>(first_head) * p.head_dim;
+    heads.n_heads = std::min(kMaxHeads, group - slice * kMaxHeads);
+    heads.k_cache = kc + static_cast<int64_t>(kv_head) * p.head_dim;
+    heads.v_cache = vc + static_cast<int64_t>(kv_head) * p.head_dim;
+    heads.cache_stride = kv_width;
+    heads.n_keys = p.kv_offset + t + 1;  // causal by cache slot
+    heads.head_dim = p.head_dim;
+    heads.scale = p.scale;
+    heads.out = o + t * width + static_cast<int64_t>(first_head) * p.head_dim;
+    heads.scratch = scratch.data() + static_cast<size_t>(thread) * scratch_per_thread;
+    isa.attention(heads);
   });
 }
 

@@ -121,6 +121,7 @@ TEST(Attention, MatchesNaiveReferenceAcrossShapesAndLevels) {
       {4, 2, 128, 1, 200, 260, 0.0884f, 1.0f},  // decode over several tiles
       {2, 2, 17, 9, 30, 45, 0.3f, 1.0f},        // head_dim not a multiple of any vector width
       {4, 2, 32, 4, 120, 130, 1.0f, 3.0f},      // peaky softmax: large scores
+      {8, 1, 20, 2, 100, 110, 0.2f, 1.0f},      // MQA with 8 heads (two slices of 4), odd head_dim
   };
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);

@@ -40,6 +40,14 @@ struct Avx2 {
   static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
   static V fma(V a, V b, V acc) { return _mm256_fmadd_ps(a, b, acc); }
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static V min(V a, V b) { return _mm256_min_ps(a, b); }
+  static V round(V v) { return _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V scale_by_pow2(V v, V n) {  // v * 2^n for n in [-126, 127] (exp clamps its input to that)
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(v, _mm256_castsi256_ps(bits));
+  }
+  static V zero_below(V v, V x, V limit) { return _mm256_and_ps(v, _mm256_cmp_ps(x, limit, _CMP_GE_OQ)); }
   static V load_x(const float* p) { return _mm256_loadu_ps(p); }
   static V load_x_partial(const float* p, int n) {
     float buf[W] = {};
@@ -111,8 +119,8 @@ void matmul_avx2(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 void row_to_f32_avx2(DType type, const void* src, float* dst, int64_t n) {
   simd::row_to_f32<Avx2>(type, src, dst, n, f16_table(), row_to_f32_scalar);
 }
-void attention_row_avx2(const AttentionRow& r) {
-  simd::attention_row<Avx2>(r);
+void attention_avx2(const AttentionHeads& r) {
+  simd::attention<Avx2>(r);
 }
 float sum_f32_avx2(const float* p, int64_t n) {
   return simd::sum_f32<Avx2>(p, n);
@@ -132,7 +140,7 @@ float sum_f32_avx2(const float* p, int64_t n) {
 namespace ferry::kernels::cpu {
 const Isa* avx2_isa() {
 #ifdef FERRY_HAVE_AVX2
-  static const Isa isa{"avx2", matmul_avx2, row_to_f32_avx2, attention_row_avx2, sum_f32_avx2};
+  static const Isa isa{"avx2", matmul_avx2, row_to_f32_avx2, attention_avx2, sum_f32_avx2};
   return &isa;
 #else
   return nullptr;

@@ -51,6 +51,13 @@ struct Avx512 {
   static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
   static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
   static V fma(V a, V b, V acc) { return _mm512_fmadd_ps(a, b, acc); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static V min(V a, V b) { return _mm512_min_ps(a, b); }
+  static V round(V v) { return _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  static V scale_by_pow2(V v, V n) { return _mm512_scalef_ps(v, n); }  // v * 2^n
+  static V zero_below(V v, V x, V limit) {                             // v where x >= limit, else 0
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, limit, _CMP_GE_OQ), v);
+  }
   static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
   static V load_x(const float* p) { return _mm512_loadu_ps(p); }
   static V load_x_partial(const float* p, int n) { return _mm512_maskz_loadu_ps(mask(n), p); }
@@ -117,8 +124,8 @@ void matmul_avx512(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 void row_to_f32_avx512(DType type, const void* src, float* dst, int64_t n) {
   simd::row_to_f32<Avx512>(type, src, dst, n, f16_table(), row_to_f32_scalar);
 }
-void attention_row_avx512(const AttentionRow& r) {
-  simd::attention_row<Avx512>(r);
+void attention_avx512(const AttentionHeads& r) {
+  simd::attention<Avx512>(r);
 }
 float sum_f32_avx512(const float* p, int64_t n) {
   return simd::sum_f32<Avx512>(p, n);
@@ -138,7 +145,7 @@ float sum_f32_avx512(const float* p, int64_t n) {
 namespace ferry::kernels::cpu {
 const Isa* avx512_isa() {
 #ifdef FERRY_HAVE_AVX512
-  static const Isa isa{"avx512", matmul_avx512, row_to_f32_avx512, attention_row_avx512, sum_f32_avx512};
+  static const Isa isa{"avx512", matmul_avx512, row_to_f32_avx512, attention_avx512, sum_f32_avx512};
   return &isa;
 #else
   return nullptr;

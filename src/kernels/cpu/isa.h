@@ -27,19 +27,21 @@ struct MatmulArgs {
   const float* f16_table = nullptr;  // f16 bits -> f32 (quant.h), for the block scales
 };
 
-// One query row of one head against cache rows [0, n_keys): online softmax over key tiles.
-struct AttentionRow {
-  static constexpr int64_t kKeyTile = 64;  // keys scored per step of the online softmax
-
-  const float* q = nullptr;        // [head_dim]
-  const float* k_cache = nullptr;  // row 0 of this kv head; rows cache_stride floats apart
+// One query token of up to kMaxHeads query heads that share one kv head (GQA/MQA), against cache
+// rows [0, n_keys): online softmax over tiles of kKeyTile keys, each K/V row read once per group.
+struct AttentionHeads {
+  static constexpr int64_t kKeyTile = 64;
+  static constexpr int kMaxHeads = 4;
+  const float* q = nullptr;        // [n_heads, head_dim], heads head_dim apart
+  int n_heads = 1;                 // in [1, kMaxHeads]
+  const float* k_cache = nullptr;  // row 0 of the kv head; rows cache_stride floats apart
   const float* v_cache = nullptr;
   int64_t cache_stride = 0;
   int64_t n_keys = 0;
   int head_dim = 0;
   float scale = 1.0f;
-  float* out = nullptr;      // [head_dim]
-  float* scratch = nullptr;  // [head_dim], this thread's own
+  float* out = nullptr;      // [n_heads, head_dim]
+  float* scratch = nullptr;  // kMaxHeads * (head_dim + kKeyTile) floats, this thread's own
 };
 
 struct Isa {
@@ -47,7 +49,7 @@ struct Isa {
   void (*matmul)(const MatmulArgs& args, int64_t n_begin, int64_t n_end);
   // n elements (a multiple of the block size for quantized types) of `type` to f32.
   void (*row_to_f32)(DType type, const void* src, float* dst, int64_t n);
-  void (*attention_row)(const AttentionRow& row);
+  void (*attention)(const AttentionHeads& heads);
   // Sum of the n floats at p (the bandwidth probe's streaming read).
   float (*sum_f32)(const float* p, int64_t n);
 };

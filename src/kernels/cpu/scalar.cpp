@@ -36,35 +36,38 @@ void matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   }
 }
 
-void attention_row(const AttentionRow& r) {
-  constexpr int64_t kTile = AttentionRow::kKeyTile;
+void attention(const AttentionHeads& r) {
+  constexpr int64_t kTile = AttentionHeads::kKeyTile;
   const int64_t hd = r.head_dim;
   float scores[kTile];
-  float* acc = r.scratch;
-  for (int64_t d = 0; d < hd; ++d) acc[d] = 0.0f;
-  float running_max = -std::numeric_limits<float>::infinity();
-  float running_sum = 0.0f;
-  for (int64_t start = 0; start < r.n_keys; start += kTile) {
-    const int64_t count = std::min(kTile, r.n_keys - start);
-    float tile_max = -std::numeric_limits<float>::infinity();
-    for (int64_t j = 0; j < count; ++j) {
-      scores[j] = dot(r.q, r.k_cache + (start + j) * r.cache_stride, hd) * r.scale;
-      tile_max = std::fmax(tile_max, scores[j]);
+  for (int g = 0; g < r.n_heads; ++g) {
+    const float* q = r.q + g * hd;
+    float* acc = r.scratch;
+    for (int64_t d = 0; d < hd; ++d) acc[d] = 0.0f;
+    float running_max = -std::numeric_limits<float>::infinity();
+    float running_sum = 0.0f;
+    for (int64_t start = 0; start < r.n_keys; start += kTile) {
+      const int64_t count = std::min(kTile, r.n_keys - start);
+      float tile_max = -std::numeric_limits<float>::infinity();
+      for (int64_t j = 0; j < count; ++j) {
+        scores[j] = dot(q, r.k_cache + (start + j) * r.cache_stride, hd) * r.scale;
+        tile_max = std::fmax(tile_max, scores[j]);
+      }
+      const float new_max = std::fmax(running_max, tile_max);
+      const float correction = std::exp(running_max - new_max);  // 0 on the first tile
+      running_sum *= correction;
+      for (int64_t d = 0; d < hd; ++d) acc[d] *= correction;
+      for (int64_t j = 0; j < count; ++j) {
+        const float p = std::exp(scores[j] - new_max);
+        running_sum += p;
+        const float* v = r.v_cache + (start + j) * r.cache_stride;
+        for (int64_t d = 0; d < hd; ++d) acc[d] += p * v[d];
+      }
+      running_max = new_max;
     }
-    const float new_max = std::fmax(running_max, tile_max);
-    const float correction = std::exp(running_max - new_max);  // 0 on the first tile
-    running_sum *= correction;
-    for (int64_t d = 0; d < hd; ++d) acc[d] *= correction;
-    for (int64_t j = 0; j < count; ++j) {
-      const float p = std::exp(scores[j] - new_max);
-      running_sum += p;
-      const float* v = r.v_cache + (start + j) * r.cache_stride;
-      for (int64_t d = 0; d < hd; ++d) acc[d] += p * v[d];
-    }
-    running_max = new_max;
+    const float inv = 1.0f / running_sum;
+    for (int64_t d = 0; d < hd; ++d) r.out[g * hd + d] = acc[d] * inv;
   }
-  const float inv = 1.0f / running_sum;
-  for (int64_t d = 0; d < hd; ++d) r.out[d] = acc[d] * inv;
 }
 
 float sum_f32(const float* p, int64_t n) {
@@ -82,7 +85,7 @@ float sum_f32(const float* p, int64_t n) {
 }  // namespace
 
 const Isa& scalar_isa() {
-  static const Isa isa{"scalar", matmul, row_to_f32_scalar, attention_row, sum_f32};
+  static const Isa isa{"scalar", matmul, row_to_f32_scalar, attention, sum_f32};
   return isa;
 }
 

@@ -217,52 +217,143 @@ float dot(const float* a, const float* b, int64_t n) {
   return S::hsum(acc);
 }
 
-// acc[0, n) = acc * keep + p * v
+// e^x for a vector, accurate to ~2 ulp for x <= 88 (larger x give e^88) and 0 below -87.3
+// (softmax feeds it x <= 0):
+// x = n ln2 + r with |r| <= ln2 / 2, e^r by its Taylor series to degree 7 (truncation < 1e-8).
 template <class S>
-void scale_add(float* acc, float keep, float p, const float* v, int64_t n) {
-  const typename S::V k = S::set1(keep);
-  const typename S::V pv = S::set1(p);
-  const int64_t full = n / S::W;
-  for (int64_t c = 0; c < full; ++c) {
-    float* o = acc + c * S::W;
-    S::store(o, S::fma(pv, S::load_x(v + c * S::W), S::mul(S::load_x(o), k)));
-  }
-  const int rest = static_cast<int>(n - full * S::W);
-  if (rest != 0) {
-    float* o = acc + full * S::W;
-    S::store_partial(o, S::fma(pv, S::load_x_partial(v + full * S::W, rest), S::mul(S::load_x_partial(o, rest), k)),
-                     rest);
+typename S::V exp(typename S::V x) {
+  using V = typename S::V;
+  const V xc = S::min(S::max(x, S::set1(-87.3365447f)), S::set1(88.0f));
+  const V n = S::round(S::mul(xc, S::set1(1.44269504088896341f)));
+  V r = S::fma(n, S::set1(-0.693359375f), xc);  // ln 2 in two parts (Cody-Waite)
+  r = S::fma(n, S::set1(2.12194440e-4f), r);
+  V p = S::set1(1.0f / 5040.0f);
+  p = S::fma(p, r, S::set1(1.0f / 720.0f));
+  p = S::fma(p, r, S::set1(1.0f / 120.0f));
+  p = S::fma(p, r, S::set1(1.0f / 24.0f));
+  p = S::fma(p, r, S::set1(1.0f / 6.0f));
+  p = S::fma(p, r, S::set1(0.5f));
+  p = S::fma(p, r, S::set1(1.0f));
+  p = S::fma(p, r, S::set1(1.0f));
+  return S::zero_below(S::scale_by_pow2(p, n), x, S::set1(-87.3365447f));
+}
+
+// Attention for up to kMaxHeads query heads sharing a kv head. Per key tile: the scores of every
+// head (each K row read once), a vectorised exp, then the V rows folded into each head's
+// accumulator chunk by chunk (each V row read once).
+// Prefetches the n floats at p (whole cache lines) into the cache level `locality` names (3: L1).
+// (A template like everything here, so each ISA file keeps its own copy.)
+template <class S>
+void prefetch_row(const float* p, int64_t n, int locality) {
+  const char* bytes = reinterpret_cast<const char*>(p);
+  for (int64_t off = 0; off < n * 4; off += 64) {
+    if (locality == 3) {
+      __builtin_prefetch(bytes + off, 0, 3);
+    } else {
+      __builtin_prefetch(bytes + off, 0, 2);
+    }
   }
 }
 
 template <class S>
-void attention_row(const AttentionRow& r) {
-  constexpr int64_t kTile = AttentionRow::kKeyTile;
-  float* acc = r.scratch;  // [head_dim]
-  float scores[kTile];
-  for (int d = 0; d < r.head_dim; ++d) acc[d] = 0.0f;
-  float running_max = -INFINITY;
-  float running_sum = 0.0f;
+void attention(const AttentionHeads& r) {
+  constexpr int64_t kPrefetchKeys = 4;
+  constexpr int64_t kKeysPerPass = 8;
+  using V = typename S::V;
+  constexpr int64_t kTile = AttentionHeads::kKeyTile;
+  constexpr int kMax = AttentionHeads::kMaxHeads;
+  static_assert(kTile % 16 == 0, "the tile holds whole vectors");
+  const int heads = r.n_heads;
+  const int64_t hd = r.head_dim;
+  const int64_t full = hd / S::W;
+  const int rest = static_cast<int>(hd - full * S::W);
+  float* acc = r.scratch;                // [heads, hd]
+  float* probs = r.scratch + kMax * hd;  // [heads, kTile]
+  float running_max[kMax];
+  float running_sum[kMax];
+  float keep[kMax];
+  for (int g = 0; g < heads; ++g) {
+    for (int64_t d = 0; d < hd; ++d) acc[g * hd + d] = 0.0f;
+    running_max[g] = -INFINITY;
+    running_sum[g] = 0.0f;
+  }
   for (int64_t start = 0; start < r.n_keys; start += kTile) {
     const int64_t count = r.n_keys - start < kTile ? r.n_keys - start : kTile;
-    float tile_max = -INFINITY;
+    // Scores. Cache rows of one head are a whole row of all kv heads apart (4 KiB and more), so
+    // the hardware prefetcher, which stays inside a page, does not see them coming: fetch the K
+    // row a few keys ahead, and the V row for the pass below.
     for (int64_t j = 0; j < count; ++j) {
-      scores[j] = dot<S>(r.q, r.k_cache + (start + j) * r.cache_stride, r.head_dim) * r.scale;
-      tile_max = std::fmax(tile_max, scores[j]);
+      const float* k = r.k_cache + (start + j) * r.cache_stride;
+      if (start + j + kPrefetchKeys < r.n_keys) prefetch_row<S>(k + kPrefetchKeys * r.cache_stride, hd, 3);
+      prefetch_row<S>(r.v_cache + (start + j) * r.cache_stride, hd, 2);
+      V dot[kMax];
+      for (int g = 0; g < heads; ++g) dot[g] = S::zero();
+      for (int64_t c = 0; c < full; ++c) {
+        const V kv = S::load_x(k + c * S::W);
+        for (int g = 0; g < heads; ++g) dot[g] = S::fma(S::load_x(r.q + g * hd + c * S::W), kv, dot[g]);
+      }
+      if (rest != 0) {
+        const V kv = S::load_x_partial(k + full * S::W, rest);
+        for (int g = 0; g < heads; ++g) {
+          dot[g] = S::fma(S::load_x_partial(r.q + g * hd + full * S::W, rest), kv, dot[g]);
+        }
+      }
+      for (int g = 0; g < heads; ++g) probs[g * kTile + j] = S::hsum(dot[g]) * r.scale;
     }
-    const float new_max = std::fmax(running_max, tile_max);
-    float keep = std::exp(running_max - new_max);  // 0 on the first tile
-    running_sum *= keep;
-    for (int64_t j = 0; j < count; ++j) {
-      const float p = std::exp(scores[j] - new_max);
-      running_sum += p;
-      scale_add<S>(acc, keep, p, r.v_cache + (start + j) * r.cache_stride, r.head_dim);
-      keep = 1.0f;
+    // Online softmax: new maximum, rescale factor for what came before, this tile's weights.
+    const int64_t padded = (count + S::W - 1) / S::W * S::W;
+    for (int g = 0; g < heads; ++g) {
+      float* pg = probs + g * kTile;
+      float tile_max = -INFINITY;
+      for (int64_t j = 0; j < count; ++j) tile_max = std::fmax(tile_max, pg[j]);
+      const float new_max = std::fmax(running_max[g], tile_max);
+      keep[g] = std::exp(running_max[g] - new_max);  // 0 on the first tile
+      for (int64_t j = count; j < padded; ++j) pg[j] = -INFINITY;
+      for (int64_t j = 0; j < padded; j += S::W) {
+        S::store(pg + j, exp<S>(S::sub(S::load_x(pg + j), S::set1(new_max))));
+      }
+      float tile_sum = 0.0f;
+      for (int64_t j = 0; j < count; ++j) tile_sum += pg[j];
+      running_sum[g] = running_sum[g] * keep[g] + tile_sum;
+      running_max[g] = new_max;
     }
-    running_max = new_max;
+    // acc = acc * keep + sum_j p_j v_j. Keys go in groups of kKeysPerPass, chunk by chunk of
+    // head_dim: a group's rows stay in L1 across its chunks, while a whole tile's rows would not
+    // (equal strides of 4 KiB put them all in the same few L1 sets).
+    for (int g = 0; g < heads; ++g) {
+      if (keep[g] != 1.0f) {
+        for (int64_t d = 0; d < hd; ++d) acc[g * hd + d] *= keep[g];
+      }
+    }
+    for (int64_t j0 = 0; j0 < count; j0 += kKeysPerPass) {
+      const int64_t j1 = j0 + kKeysPerPass < count ? j0 + kKeysPerPass : count;
+      for (int64_t c = 0; c < full + (rest != 0 ? 1 : 0); ++c) {
+        const int width = c < full ? S::W : rest;
+        V o[kMax];
+        for (int g = 0; g < heads; ++g) {
+          const float* a = acc + g * hd + c * S::W;
+          o[g] = width == S::W ? S::load_x(a) : S::load_x_partial(a, width);
+        }
+        for (int64_t j = j0; j < j1; ++j) {
+          const float* v = r.v_cache + (start + j) * r.cache_stride + c * S::W;
+          const V vv = width == S::W ? S::load_x(v) : S::load_x_partial(v, width);
+          for (int g = 0; g < heads; ++g) o[g] = S::fma(S::set1(probs[g * kTile + j]), vv, o[g]);
+        }
+        for (int g = 0; g < heads; ++g) {
+          float* a = acc + g * hd + c * S::W;
+          if (width == S::W) {
+            S::store(a, o[g]);
+          } else {
+            S::store_partial(a, o[g], width);
+          }
+        }
+      }
+    }
   }
-  const float inv = 1.0f / running_sum;
-  for (int d = 0; d < r.head_dim; ++d) r.out[d] = acc[d] * inv;
+  for (int g = 0; g < heads; ++g) {
+    const float inv = 1.0f / running_sum[g];
+    for (int64_t d = 0; d < hd; ++d) r.out[g * hd + d] = acc[g * hd + d] * inv;
+  }
 }
 
 // The bandwidth probe's read: the n floats are read as kStreams equal parts in lockstep, as a gemv
