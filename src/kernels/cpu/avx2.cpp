@@ -33,6 +33,7 @@ inline uint16_t load_u16(const uint8_t* p) {
 struct Avx2 {
   using V = __m256;
   static constexpr int W = 8;
+  static constexpr bool kSignedQ4 = false;  // load_block_q gives q4_0's stored nibbles (q + 8)
 
   static V zero() { return _mm256_setzero_ps(); }
   static V set1(float v) { return _mm256_set1_ps(v); }

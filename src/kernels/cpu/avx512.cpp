@@ -44,6 +44,7 @@ inline uint16_t load_u16(const uint8_t* p) {
 struct Avx512 {
   using V = __m512;
   static constexpr int W = 16;
+  static constexpr bool kSignedQ4 = true;  // load_block_q gives q4_0's q, not q + 8
 
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float v) { return _mm512_set1_ps(v); }
@@ -98,10 +99,14 @@ struct Avx512 {
       }
       return _mm512_set1_ps(f16_table[load_u16(block)]);
     } else {  // Q4_0: low nibbles are elements 0..15, high nibbles 16..31
+      // vpermps looks up the low 4 bits of each index: nibble -> (nibble - 8) as a float, with
+      // no mask and no int-to-float conversion.
       const uint8_t* block = row + b * sizeof(BlockQ4_0);
+      const __m512 signed_values = _mm512_setr_ps(-8.0f, -7.0f, -6.0f, -5.0f, -4.0f, -3.0f, -2.0f, -1.0f, 0.0f, 1.0f,
+                                                  2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);
       const __m512i bytes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2)));
-      q[0] = _mm512_cvtepi32_ps(_mm512_and_si512(bytes, _mm512_set1_epi32(15)));
-      q[1] = _mm512_cvtepi32_ps(_mm512_srli_epi32(bytes, 4));
+      q[0] = _mm512_permutexvar_ps(bytes, signed_values);
+      q[1] = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), signed_values);
       return _mm512_set1_ps(f16_table[load_u16(block)]);
     }
   }

@@ -8,7 +8,8 @@
 // load_w<T>(row, chunk) -> W weights of chunk `chunk` of a row of plain type T, as f32,
 // load_w_partial<T>(row, chunk, n) -> the first n of them, zero elsewhere,
 // load_block_q<T>(row, block, q, f16_table) -> the block's scale d in every lane, with its 32
-// stored integers (q8_0: q; q4_0: the nibble q + 8) as f32 in the 32 / W chunks q[].
+// integers as f32 in the 32 / W chunks q[]: q8_0's q; for q4_0 the signed q if S::kSignedQ4,
+// else the stored nibble q + 8.
 //
 // Determinism: every dot product keeps one vector accumulator, adds chunks in increasing k order
 // with fma and reduces with S::hsum, whatever the tile shape. So an output does not depend on M,
@@ -42,11 +43,13 @@ void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0) {
     // Whole blocks of 32. Per block and output: s = sum over the block of x * q (q as small
     // integers in f32, products exact), then acc += d * s. Applying the scale once per block
     // instead of once per weight saves vector-port work, which bounds decode on quantized weights.
-    // q4_0 stores q + 8: sum x (q + 8) - 8 sum x, with -8 sum x computed once per block and row.
+    // An ISA that gets q4_0's nibbles as stored (q + 8) computes sum x (q + 8) - 8 sum x, with
+    // -8 sum x once per block and row.
     constexpr int kChunks = 32 / S::W;
     for (int64_t b = 0; b < a.K / 32; ++b) {
+      constexpr bool kOffsetNibbles = T == DType::Q4_0 && !S::kSignedQ4;
       V minus_8_xsum[MR];
-      if constexpr (T == DType::Q4_0) {
+      if constexpr (kOffsetNibbles) {
         for (int m = 0; m < MR; ++m) {
           const float* xb = x[m] + b * 32;
           V xsum = S::load_x(xb);
@@ -60,7 +63,7 @@ void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0) {
         for (int m = 0; m < MR; ++m) {
           const float* xb = x[m] + b * 32;
           V s;
-          if constexpr (T == DType::Q4_0) {
+          if constexpr (kOffsetNibbles) {
             s = S::fma(S::load_x(xb), q[0], minus_8_xsum[m]);
           } else {
             s = S::mul(S::load_x(xb), q[0]);
@@ -173,7 +176,7 @@ void row_to_f32_typed(const uint8_t* src, float* dst, int64_t n, const float* f1
       const typename S::V d = S::template load_block_q<T>(src, b, q, f16_table);
       for (int part = 0; part < kChunks; ++part) {
         // d * q is exact in f32 (an 11-bit scale times a <= 8-bit integer).
-        const typename S::V value = T == DType::Q4_0 ? S::sub(q[part], S::set1(8.0f)) : q[part];
+        const typename S::V value = T == DType::Q4_0 && !S::kSignedQ4 ? S::sub(q[part], S::set1(8.0f)) : q[part];
         S::store(dst + b * 32 + part * S::W, S::mul(value, d));
       }
     }
