@@ -5,6 +5,10 @@
 #include <atomic>
 #include <cstdlib>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 #include "core/error.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/kernels.h"
@@ -13,9 +17,18 @@ namespace ferry::kernels {
 
 namespace {
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// F16C straight from CPUID (leaf 1, ECX bit 29): Clang's __builtin_cpu_supports does not know it.
+// The OS side (saved AVX state) is covered by __builtin_cpu_supports("avx2").
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
 bool cpu_has_avx2() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 #else
   return false;
 #endif
