@@ -37,6 +37,15 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
   out_shape[out_shape.rank - 1] = N;
   check_f32(kName, y, "output y");
   check_shape(kName, y, "output y", out_shape);
+  {
+    // Each output row reads the whole input row: writing into the input would corrupt it.
+    const auto* x_begin = static_cast<const char*>(x.data());
+    const auto* y_begin = static_cast<const char*>(y.data());
+    if (y_begin < x_begin + x.nbytes() && x_begin < y_begin + y.nbytes()) {
+      fail(ErrorKind::Usage, "matmul: output '{}' overlaps input '{}'; give the output its own buffer", y.name(),
+           x.name());
+    }
+  }
   std::vector<float> bias_scratch;
   const float* bias_data = nullptr;
   if (bias != nullptr) {

@@ -165,6 +165,9 @@ TEST(Matmul, RejectsMismatchedShapesAndTypes) {
   expect_error(ErrorKind::Shape, [&] { kernels::matmul(x, w_ok, &bias_bad, y, pool); }, {"bias_bad"});
   Tensor w_i32 = Tensor::host(DType::I32, Shape{8, 64}, "w_i32");
   expect_error(ErrorKind::Unsupported, [&] { kernels::matmul(x, w_i32, nullptr, y, pool); }, {"w_i32", "i32"});
+  Tensor square = Tensor::host(DType::F32, Shape{64, 64}, "square");
+  Tensor in_place = Tensor::host(DType::F32, Shape{2, 64}, "in_place");
+  expect_error(ErrorKind::Usage, [&] { kernels::matmul(in_place, square, nullptr, in_place, pool); }, {"overlaps"});
   Tensor x_f16 = Tensor::host(DType::F16, Shape{2, 64}, "x_f16");
   expect_error(ErrorKind::Shape, [&] { kernels::matmul(x_f16, w_ok, nullptr, y, pool); }, {"x_f16", "f16"});
 }
