@@ -95,7 +95,7 @@ TEST_P(EveryArch, TwoDevicesGiveTheSameLogitsAsOne) {
 INSTANTIATE_TEST_SUITE_P(Archs, EveryArch,
                          ::testing::Values(tiny::Arch::Llama, tiny::Arch::Qwen2, tiny::Arch::Glm, tiny::Arch::Glm4,
                                            tiny::Arch::ChatGlm),
-                         [](const auto& info) { return tiny::arch_name(info.param); });
+                         [](const auto& p) { return tiny::arch_name(p.param); });
 
 // Quantized GGUF copies against the f32 (dequantized) HF copy of the same model: the weights are
 // identical, and activations stay f32 in both, so only summation order differs.
@@ -110,7 +110,7 @@ TEST_P(QuantizedCopies, GgufMatchesItsDequantizedTwin) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, QuantizedCopies, ::testing::Values(DType::Q8_0, DType::Q4_0, DType::BF16, DType::F16),
-                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+                         [](const auto& p) { return std::string(dtype_name(p.param)); });
 
 }  // namespace
 }  // namespace ferry
