@@ -131,6 +131,29 @@ TEST(Attention, MatchesNaiveReferenceAcrossShapesAndLevels) {
   check_attention(cases[3], 3);
 }
 
+TEST(Attention, ResultDoesNotDependOnThreads) {
+  SimdLevelGuard guard;
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    std::vector<std::vector<float>> outputs;
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      const AttentionParams p{8, 2, 40, 0.15f, 70};
+      const int64_t T = 5, S = 80;
+      Tensor q = f32_tensor(Shape{T, 8 * 40}, random_floats(static_cast<size_t>(T * 8 * 40), 26), "q");
+      Tensor k = f32_tensor(Shape{T, 2 * 40}, random_floats(static_cast<size_t>(T * 2 * 40), 27), "k");
+      Tensor v = f32_tensor(Shape{T, 2 * 40}, random_floats(static_cast<size_t>(T * 2 * 40), 28), "v");
+      Tensor kc = f32_tensor(Shape{S, 2 * 40}, random_floats(static_cast<size_t>(S * 2 * 40), 29), "kc");
+      Tensor vc = f32_tensor(Shape{S, 2 * 40}, random_floats(static_cast<size_t>(S * 2 * 40), 30), "vc");
+      Tensor out = Tensor::host(DType::F32, Shape{T, 8 * 40}, "out");
+      kernels::attention(q, k, v, kc, vc, p, out, pool);
+      outputs.push_back(values_of(out));
+    }
+    EXPECT_EQ(outputs[0], outputs[1]) << level;
+    EXPECT_EQ(outputs[0], outputs[2]) << level;
+  }
+}
+
 TEST(Attention, RejectsBadShapesAndCacheOverflow) {
   ThreadPool pool(1);
   Tensor q = Tensor::host(DType::F32, Shape{2, 64}, "q");
