@@ -97,7 +97,7 @@ size_t parse_byte_size(std::string_view text) {
     mult = 1e12;
   char* end = nullptr;
   const double value = number.empty() ? -1 : std::strtod(number.c_str(), &end);
-  if (mult == 0 || number.empty() || end != number.c_str() + number.size() || !(value >= 0) || value * mult > 1.8e19) {
+  if (mult == 0 || number.empty() || end != number.c_str() + number.size() || !(value >= 0) || value * mult > 9.0e18) {
     fail(ErrorKind::Usage,
          "cannot read the byte size '{}': write a number with an optional unit, e.g. 6GiB, 512MiB, 2GB", text);
   }

@@ -93,8 +93,14 @@ void contiguous_strides(DType dtype, const Shape& shape, std::array<int64_t, kMa
 }
 
 size_t checked_bytes(DType dtype, const Shape& shape) {
+  // Element counts are multiplied with an overflow check: a lying size must not wrap into a
+  // small allocation that kernels then write past.
+  uint64_t count = 1;
   for (int i = 0; i < shape.rank; ++i) {
     if (shape[i] < 0) fail(ErrorKind::Shape, "negative dimension in shape {}", shape.str());
+    if (__builtin_mul_overflow(count, static_cast<uint64_t>(shape[i]), &count) || count > (uint64_t{1} << 62)) {
+      fail(ErrorKind::Shape, "shape {} has too many elements", shape.str());
+    }
   }
   const auto bytes = dtype_bytes(dtype, static_cast<uint64_t>(shape.numel()));
   const auto row = dtype_bytes(dtype, static_cast<uint64_t>(shape.last()));

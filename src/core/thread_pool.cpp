@@ -1,11 +1,27 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <system_error>
+
+#include "core/error.h"
 
 namespace ferry {
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-  for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
+  try {
+    for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
+  } catch (const std::system_error& e) {
+    // Stop the workers that did start before the members they wait on are destroyed.
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+      generation_.fetch_add(1);
+    }
+    wake_.notify_all();
+    for (auto& w : workers_) w.join();
+    fail(ErrorKind::Usage, "could not start {} worker threads ({} started: {}); use fewer threads", n_threads_ - 1,
+         workers_.size(), e.what());
+  }
 }
 
 ThreadPool::~ThreadPool() {
