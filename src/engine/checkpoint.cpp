@@ -1,5 +1,6 @@
 #include "engine/checkpoint.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <unordered_set>
 
@@ -35,6 +36,47 @@ TensorLookup lookup_in(const TensorSet& tensors) {
   };
 }
 
+// Buffers that carry no model weights, kept by some exporters.
+bool is_ignorable_buffer(const std::string& name) {
+  const auto ends_with = [&](std::string_view suffix) {
+    return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends_with("rotary_pos_emb.inv_freq") || ends_with("rotary_emb.inv_freq");
+}
+
+// Every tensor must be used: a leftover means the config does not describe these weights (fewer
+// layers, a bias flag off) or the model has parts ferry does not run; either way running would
+// give silently wrong output.
+void refuse_unused_tensors(const Checkpoint& ck) {
+  std::unordered_set<std::string> used;
+  for (const auto& m : ck.spec.modules) {
+    for (const auto& p : m.params) used.insert(p.name);
+  }
+  const ModelConfig& c = ck.spec.config;
+  const auto tied_output = tensor_name(c.layout, LogicalTensor::Output, 0);
+  std::vector<std::string> unused;
+  for (const auto& r : ck.tensors.all()) {
+    if (used.count(r.name) || is_ignorable_buffer(r.name)) continue;
+    if (c.tied_embeddings && tied_output && r.name == *tied_output) continue;  // a saved copy of the tie
+    unused.push_back(r.name);
+  }
+  if (unused.empty()) return;
+  std::sort(unused.begin(), unused.end());
+  std::string listed;
+  for (size_t i = 0; i < std::min<size_t>(unused.size(), 8); ++i) listed += "\n    " + unused[i];
+  if (unused.size() > 8) listed += fmt::format("\n    ... and {} more", unused.size() - 8);
+  fail(ErrorKind::Shape,
+       "{}: {} tensor(s) are not part of the {} model the {} describes:{}\n  the {} may not match these weights "
+       "(e.g. fewer layers than stored, a bias flag off), or the model has parts ferry does not run yet",
+       ck.path, unused.size(), family_name(c.family), ck.is_gguf ? "GGUF metadata" : "config", listed,
+       ck.is_gguf ? "metadata" : "config");
+}
+
+bool path_exists(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec);
+}
+
 Checkpoint open_gguf(const std::string& path) {
   Checkpoint ck;
   ck.path = path;
@@ -42,13 +84,15 @@ Checkpoint open_gguf(const std::string& path) {
   ck.is_gguf = true;
   auto gguf = std::make_shared<GgufFile>(GgufFile::open(path));
   ck.tensors = gguf->tensors();
-  ModelConfig config = model_config_from_gguf(
-      *gguf, [&](const std::string& name) { return ck.tensors.find(name) != nullptr; }, path);
-  // The embedding's row count is the vocabulary the model computes over.
-  if (const TensorRecord* emb = ck.tensors.find("token_embd.weight"); emb && emb->shape.rank == 2) {
-    config.vocab = static_cast<int>(emb->shape[0]);
-  }
+  const ModelConfig config = model_config_from_gguf(
+      *gguf,
+      [&](const std::string& name) -> std::optional<Shape> {
+        const TensorRecord* r = ck.tensors.find(name);
+        return r ? std::optional<Shape>(r->shape) : std::nullopt;
+      },
+      path);
   ck.spec = make_decoder_spec(config, lookup_in(ck.tensors), path);
+  refuse_unused_tensors(ck);
   ck.has_chat_template = gguf->has("tokenizer.chat_template");
   ck.gguf = std::move(gguf);
   return ck;
@@ -60,7 +104,7 @@ Checkpoint open_hf_directory(const std::string& path) {
   ck.directory = path;
   const fs::path dir(path);
   const fs::path config_path = dir / "config.json";
-  if (!fs::exists(config_path)) {
+  if (!path_exists(config_path)) {
     fail(ErrorKind::Usage,
          "{}: no config.json in this directory; point --model at a Hugging Face model directory "
          "or a .gguf file",
@@ -69,13 +113,14 @@ Checkpoint open_hf_directory(const std::string& path) {
   const nlohmann::json config = read_json_file(config_path.string());
   const fs::path gen_path = dir / "generation_config.json";
   nlohmann::json generation;
-  const bool has_generation = fs::exists(gen_path);
+  const bool has_generation = path_exists(gen_path);
   if (has_generation) generation = read_json_file(gen_path.string());
   const ModelConfig mc = model_config_from_hf(config, has_generation ? &generation : nullptr, config_path.string());
   ck.tensors = open_safetensors(path);
   ck.spec = make_decoder_spec(mc, lookup_in(ck.tensors), path);
+  refuse_unused_tensors(ck);
   const fs::path tok_config = dir / "tokenizer_config.json";
-  if (fs::exists(tok_config)) {
+  if (path_exists(tok_config)) {
     const nlohmann::json tc = read_json_file(tok_config.string());
     ck.has_chat_template = tc.contains("chat_template") && !tc["chat_template"].is_null();
   }

@@ -18,7 +18,8 @@ std::optional<Tokenizer> load_checkpoint_tokenizer(const Checkpoint& ckpt) {
     return Tokenizer::from_vocab(vocab_from_gguf(*ckpt.gguf));
   }
   const fs::path tj = fs::path(ckpt.directory) / "tokenizer.json";
-  if (!fs::exists(tj)) return std::nullopt;
+  std::error_code ec;
+  if (!fs::exists(tj, ec)) return std::nullopt;
   return Tokenizer::from_vocab(vocab_from_tokenizer_json(tj.string()));
 }
 
@@ -41,7 +42,9 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::span<const int32_t> prompt,
                         const std::vector<int32_t>& eog_ids, const GenerateOptions& options, const TextSink& on_text) {
   if (prompt.empty()) fail(ErrorKind::Usage, "the prompt is empty: give --prompt text or --prompt-ids");
-  if (session.n_past() + static_cast<int64_t>(prompt.size()) + options.max_tokens > session.context()) {
+  if (options.max_tokens < 1) fail(ErrorKind::Usage, "--max-tokens must be at least 1, got {}", options.max_tokens);
+  // The last sampled token is never fed back, so it needs no cache row.
+  if (session.n_past() + static_cast<int64_t>(prompt.size()) + options.max_tokens - 1 > session.context()) {
     fail(ErrorKind::Usage,
          "the prompt ({} tokens) plus --max-tokens {} exceed the context of {} tokens; raise --ctx or lower "
          "--max-tokens",
@@ -60,9 +63,12 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::span<
   result.prompt_seconds = seconds_since(start);
   start = std::chrono::steady_clock::now();
 
+  // Padded vocabularies (ChatGLM's padded_vocab_size, Qwen2's 151936 rows) have logits for ids no
+  // tokenizer knows: they are never sampled.
+  const int n_sampled = tokenizer != nullptr ? std::min(session.vocab(), tokenizer->n_vocab()) : session.vocab();
   size_t emitted = 0;  // bytes of result.text already streamed
   for (;;) {
-    const int32_t id = sampler.sample(logits.data(), session.vocab());
+    const int32_t id = sampler.sample(logits.data(), n_sampled);
     sampler.accept(id);
     if (decoder) result.text += decoder->push(id);
     const StopRules::Verdict verdict = stops.on_token(id, result.text);

@@ -18,7 +18,7 @@ int to_int(int64_t v, std::string_view what, const std::string& source) {
 }
 
 void add_eos(std::vector<int32_t>& ids, int64_t id) {
-  if (id >= 0 && std::find(ids.begin(), ids.end(), static_cast<int32_t>(id)) == ids.end()) {
+  if (id >= 0 && id <= INT32_MAX && std::find(ids.begin(), ids.end(), static_cast<int32_t>(id)) == ids.end()) {
     ids.push_back(static_cast<int32_t>(id));
   }
 }
@@ -47,13 +47,16 @@ void read_generation_ids(ModelConfig& c, const nlohmann::json& config, const nlo
     for (int64_t id : json_opt_int_list(*generation, "eos_token_id", source + " (generation_config.json)")) {
       add_eos(c.eos_ids, id);
     }
-    if (auto bos = json_opt_int(*generation, "bos_token_id", source + " (generation_config.json)")) {
+    if (auto bos = json_opt_int(*generation, "bos_token_id", source + " (generation_config.json)");
+        bos && *bos >= 0 && *bos <= INT32_MAX) {
       c.bos_id = static_cast<int32_t>(*bos);
     }
   }
   for (int64_t id : json_opt_int_list(config, "eos_token_id", source)) add_eos(c.eos_ids, id);
   if (c.bos_id < 0) {
-    if (auto bos = json_opt_int(config, "bos_token_id", source)) c.bos_id = static_cast<int32_t>(*bos);
+    if (auto bos = json_opt_int(config, "bos_token_id", source); bos && *bos >= 0 && *bos <= INT32_MAX) {
+      c.bos_id = static_cast<int32_t>(*bos);
+    }
   }
 }
 
@@ -72,7 +75,7 @@ ModelConfig chatglm_from_hf(const nlohmann::json& j, const std::string& s) {
   const auto padded = json_opt_int(j, "padded_vocab_size", s);
   c.vocab = to_int(padded ? *padded : json_int(j, "vocab_size", s, "the vocabulary"), "padded_vocab_size", s);
   c.norm_eps = static_cast<float>(json_opt_float(j, "layernorm_epsilon", s).value_or(1e-5));
-  c.max_context = static_cast<int>(json_opt_int(j, "seq_length", s).value_or(8192));
+  c.max_context = to_int(json_opt_int(j, "seq_length", s).value_or(8192), "seq_length", s);
   if (!json_opt_bool(j, "rmsnorm", s).value_or(true)) {
     fail(ErrorKind::Unsupported, "{}: ChatGLM with LayerNorm (rmsnorm: false, the first ChatGLM-6B) is not supported",
          s);
@@ -82,6 +85,12 @@ ModelConfig chatglm_from_hf(const nlohmann::json& j, const std::string& s) {
   }
   if (json_opt_bool(j, "add_bias_linear", s).value_or(false)) {
     fail(ErrorKind::Unsupported, "{}: add_bias_linear: true (biases on dense layers) is not supported", s);
+  }
+  if (!json_opt_bool(j, "post_layer_norm", s).value_or(true)) {
+    fail(ErrorKind::Unsupported, "{}: post_layer_norm: false (no final norm) is not supported", s);
+  }
+  if (auto it = j.find("pre_seq_len"); it != j.end() && !it->is_null()) {
+    fail(ErrorKind::Unsupported, "{}: pre_seq_len is set (P-tuning prefix); prefix-tuned ChatGLM is not supported", s);
   }
   c.qkv_bias = json_opt_bool(j, "add_qkv_bias", s).value_or(false);
   c.fused_qkv = true;
@@ -110,11 +119,14 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, const std::string& s, const
   c.hidden = to_int(json_int(j, "hidden_size", s, "the hidden width"), "hidden_size", s);
   c.ffn = to_int(json_int(j, "intermediate_size", s, "the MLP width"), "intermediate_size", s);
   c.n_head = to_int(json_int(j, "num_attention_heads", s, "attention"), "num_attention_heads", s);
-  c.n_kv_head = to_int(json_opt_int(j, "num_key_value_heads", s).value_or(c.n_head), "num_key_value_heads", s);
-  c.head_dim = to_int(json_opt_int(j, "head_dim", s).value_or(c.hidden / c.n_head), "head_dim", s);
+  // Defaults are those of each family's transformers config class (GlmConfig/Glm4Config differ).
+  const bool glm = c.family == Family::Glm || c.family == Family::Glm4;
+  c.n_kv_head =
+      to_int(json_opt_int(j, "num_key_value_heads", s).value_or(glm ? 2 : c.n_head), "num_key_value_heads", s);
+  c.head_dim = to_int(json_opt_int(j, "head_dim", s).value_or(glm ? 128 : c.hidden / c.n_head), "head_dim", s);
   c.vocab = to_int(json_int(j, "vocab_size", s, "the vocabulary"), "vocab_size", s);
-  c.norm_eps = static_cast<float>(json_opt_float(j, "rms_norm_eps", s).value_or(1e-6));
-  c.max_context = static_cast<int>(json_opt_int(j, "max_position_embeddings", s).value_or(4096));
+  c.norm_eps = static_cast<float>(json_opt_float(j, "rms_norm_eps", s).value_or(glm ? 1.5625e-7 : 1e-6));
+  c.max_context = to_int(json_opt_int(j, "max_position_embeddings", s).value_or(4096), "max_position_embeddings", s);
   c.rope_theta = static_cast<float>(json_opt_float(j, "rope_theta", s).value_or(10000.0));
   c.rope_freq_scale = hf_rope_freq_scale(j, s);
   c.tied_embeddings = json_opt_bool(j, "tie_word_embeddings", s).value_or(false);
@@ -122,18 +134,22 @@ ModelConfig decoder_from_hf(const nlohmann::json& j, const std::string& s, const
   if (act != "silu") fail(ErrorKind::Unsupported, "{}: hidden_act '{}' is not supported (ferry supports silu)", s, act);
   const double partial = json_opt_float(j, "partial_rotary_factor", s)
                              .value_or(c.family == Family::Glm || c.family == Family::Glm4 ? 0.5 : 1.0);
-  c.n_rot = static_cast<int>(std::lround(c.head_dim * partial));
+  c.n_rot = static_cast<int>(c.head_dim * partial);  // int() truncation, as transformers does
   switch (c.family) {
     case Family::Llama:
-
+      c.rope_style = RopeStyle::HalfSplit;
       c.qkv_bias = json_opt_bool(j, "attention_bias", s).value_or(false);
+      c.out_bias = c.qkv_bias;  // LlamaAttention gives o_proj the same bias flag
       if (json_opt_bool(j, "mlp_bias", s).value_or(false)) {
         fail(ErrorKind::Unsupported, "{}: mlp_bias: true is not supported", s);
       }
       break;
     case Family::Qwen2:
-
+      c.rope_style = RopeStyle::HalfSplit;
       c.qkv_bias = true;  // Qwen2 always has q/k/v biases
+      if (json_opt_bool(j, "use_sliding_window", s).value_or(false)) {
+        fail(ErrorKind::Unsupported, "{}: use_sliding_window: true (sliding-window attention) is not supported yet", s);
+      }
       break;
     case Family::Glm:
     case Family::Glm4:
@@ -176,8 +192,7 @@ ModelConfig model_config_from_hf(const nlohmann::json& config, const nlohmann::j
   return c;
 }
 
-ModelConfig model_config_from_gguf(const GgufFile& g, const std::function<bool(const std::string&)>& has_tensor,
-                                   const std::string& s) {
+ModelConfig model_config_from_gguf(const GgufFile& g, const TensorShapeLookup& tensor_shape, const std::string& s) {
   const std::string arch = g.get_string("general.architecture");
   ModelConfig c;
   c.architecture = arch;
@@ -188,7 +203,7 @@ ModelConfig model_config_from_gguf(const GgufFile& g, const std::function<bool(c
     c.rope_style = RopeStyle::Adjacent;  // the converter permuted q/k rows for adjacent-pair RoPE
   } else if (arch == "qwen2") {
     c.family = Family::Qwen2;
-
+    c.rope_style = RopeStyle::HalfSplit;  // NEOX: no permutation in the converter
   } else if (arch == "glm4") {
     c.family = Family::Glm4;
     c.rope_style = RopeStyle::Adjacent;
@@ -204,43 +219,46 @@ ModelConfig model_config_from_gguf(const GgufFile& g, const std::function<bool(c
   c.hidden = to_int(g.get_int(key("embedding_length")), "embedding_length", s);
   c.ffn = to_int(g.get_int(key("feed_forward_length")), "feed_forward_length", s);
   c.n_head = to_int(g.get_int(key("attention.head_count")), "attention.head_count", s);
-  c.n_kv_head = g.has(key("attention.head_count_kv"))
-                    ? to_int(g.get_int(key("attention.head_count_kv")), "attention.head_count_kv", s)
-                    : c.n_head;
-  c.head_dim = g.has(key("attention.key_length"))
-                   ? to_int(g.get_int(key("attention.key_length")), "attention.key_length", s)
-                   : c.hidden / c.n_head;
-  c.n_rot = g.has(key("rope.dimension_count"))
-                ? to_int(g.get_int(key("rope.dimension_count")), "rope.dimension_count", s)
-                : c.head_dim;
-  c.rope_theta = g.has(key("rope.freq_base")) ? g.get_f32(key("rope.freq_base")) : 10000.0f;
-  if (g.has(key("rope.scaling.type"))) {
-    const std::string type = g.get_string(key("rope.scaling.type"));
-    if (type == "linear") {
-      c.rope_freq_scale = 1.0f / g.get_f32(key("rope.scaling.factor"));
-    } else if (type != "none") {
-      fail(ErrorKind::Unsupported, "{}: RoPE scaling '{}' is not supported yet (ferry supports linear)", s, type);
+  const auto opt_count = [&](const char* k, int fallback) {
+    const auto v = g.opt_int(key(k));
+    return v ? to_int(*v, k, s) : fallback;
+  };
+  c.n_kv_head = opt_count("attention.head_count_kv", c.n_head);
+  c.head_dim = opt_count("attention.key_length", c.hidden / c.n_head);
+  c.n_rot = opt_count("rope.dimension_count", c.head_dim);
+  c.rope_theta = g.opt_f32(key("rope.freq_base")).value_or(10000.0f);
+  // As llama.cpp: a scaling factor means linear scaling unless the type says otherwise, and a
+  // factor of 0 means none.
+  const std::string scaling = g.opt_string(key("rope.scaling.type")).value_or("linear");
+  const float factor =
+      g.opt_f32(key("rope.scaling.factor")).value_or(g.opt_f32(key("rope.scale_linear")).value_or(0.0f));
+  if (scaling == "linear") {
+    if (factor < 0.0f || !std::isfinite(factor)) {
+      fail(ErrorKind::Config, "{}: {}.rope.scaling.factor must be a finite number >= 0, got {}", s, arch, factor);
     }
-  } else if (g.has(key("rope.scale_linear"))) {
-    c.rope_freq_scale = 1.0f / g.get_f32(key("rope.scale_linear"));
+    if (factor > 0.0f) c.rope_freq_scale = 1.0f / factor;
+  } else if (scaling != "none") {
+    fail(ErrorKind::Unsupported, "{}: RoPE scaling '{}' is not supported yet (ferry supports linear)", s, scaling);
   }
-  c.norm_eps =
-      g.has(key("attention.layer_norm_rms_epsilon")) ? g.get_f32(key("attention.layer_norm_rms_epsilon")) : 1e-5f;
-  c.max_context = g.has(key("context_length")) ? static_cast<int>(g.get_int(key("context_length"))) : 4096;
-  const auto name = [&](LogicalTensor t) { return *tensor_name(TensorLayout::Gguf, t, 0); };
-  c.fused_qkv = has_tensor(name(LogicalTensor::AttnQkv));
-  c.qkv_bias = has_tensor(name(c.fused_qkv ? LogicalTensor::AttnQkvBias : LogicalTensor::AttnQBias));
-  c.fused_gate_up = !has_tensor(name(LogicalTensor::FfnGate));
-  c.tied_embeddings = !has_tensor(name(LogicalTensor::Output));
+  c.norm_eps = g.opt_f32(key("attention.layer_norm_rms_epsilon")).value_or(1e-5f);
+  c.max_context = opt_count("context_length", 4096);
+  const auto stored = [&](LogicalTensor t) { return tensor_shape(*tensor_name(TensorLayout::Gguf, t, 0)); };
+  c.fused_qkv = stored(LogicalTensor::AttnQkv).has_value();
+  c.qkv_bias = stored(c.fused_qkv ? LogicalTensor::AttnQkvBias : LogicalTensor::AttnQBias).has_value();
+  c.out_bias = stored(LogicalTensor::AttnOutBias).has_value();
+  c.fused_gate_up = !stored(LogicalTensor::FfnGate).has_value();
+  c.tied_embeddings = !stored(LogicalTensor::Output).has_value();
   // The vocabulary is the embedding's row count (the tokenizer list may be shorter or absent).
-  if (g.has(key("vocab_size"))) {
-    c.vocab = to_int(g.get_int(key("vocab_size")), "vocab_size", s);
-  } else if (g.has("tokenizer.ggml.tokens")) {
-    c.vocab = static_cast<int>(g.get_string_array("tokenizer.ggml.tokens").size());
+  if (const auto emb = stored(LogicalTensor::TokenEmbedding); emb && emb->rank == 2) {
+    c.vocab = to_int((*emb)[0], "token_embd rows", s);
+  } else if (const auto v = g.opt_int(key("vocab_size"))) {
+    c.vocab = to_int(*v, "vocab_size", s);
   }
-  if (g.has("tokenizer.ggml.bos_token_id")) c.bos_id = static_cast<int32_t>(g.get_int("tokenizer.ggml.bos_token_id"));
+  if (const auto bos = g.opt_int("tokenizer.ggml.bos_token_id"); bos && *bos >= 0 && *bos <= INT32_MAX) {
+    c.bos_id = static_cast<int32_t>(*bos);
+  }
   for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
-    if (g.has(k)) add_eos(c.eos_ids, g.get_int(k));
+    if (const auto id = g.opt_int(k)) add_eos(c.eos_ids, *id);
   }
   c.validate(s);
   return c;

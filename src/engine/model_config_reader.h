@@ -4,8 +4,10 @@
 
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
+#include "core/tensor.h"
 #include "models/model_config.h"
 
 namespace ferry {
@@ -16,8 +18,12 @@ class GgufFile;
 ModelConfig model_config_from_hf(const nlohmann::json& config, const nlohmann::json* generation_config,
                                  const std::string& source);
 
-// `has_tensor` tells which optional tensors the file holds (fused qkv, biases, tied output).
-ModelConfig model_config_from_gguf(const GgufFile& gguf, const std::function<bool(const std::string&)>& has_tensor,
+// The shape of a tensor the file holds, or nullopt.
+using TensorShapeLookup = std::function<std::optional<Shape>(const std::string& name)>;
+
+// `tensor_shape` tells which optional tensors the file holds (fused qkv, biases, tied output) and
+// the embedding's row count (the vocabulary).
+ModelConfig model_config_from_gguf(const GgufFile& gguf, const TensorShapeLookup& tensor_shape,
                                    const std::string& source);
 
 }  // namespace ferry

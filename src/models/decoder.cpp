@@ -61,7 +61,10 @@ class SpecCollector {
     }
     const auto stored = lookup_(*name);
     if (!stored) {
-      if (!optional) missing_.push_back(*name);
+      if (!optional) {
+        if (missing_.size() < kMissingShown) missing_.push_back(*name);
+        ++n_missing_;
+      }
       return;
     }
     // A [N] vector may be stored as [N] or [1, N]; matrices must match exactly.
@@ -91,23 +94,39 @@ class SpecCollector {
     std::string msg =
         fmt::format("{}: the tensors do not fit the {} model the config describes{}:", source,
                     family_name(config_.family), config_.architecture.empty() ? "" : " (" + config_.architecture + ")");
-    if (!missing_.empty()) {
-      msg += fmt::format("\n  {} missing tensor(s):", missing_.size());
-      const size_t shown = std::min<size_t>(missing_.size(), 12);
-      for (size_t i = 0; i < shown; ++i) msg += "\n    " + missing_[i];
-      if (shown < missing_.size()) msg += fmt::format("\n    ... and {} more", missing_.size() - shown);
+    if (n_missing_ > 0) {
+      msg += fmt::format("\n  {} missing tensor(s):", n_missing_);
+      for (const auto& name : missing_) msg += "\n    " + name;
+      if (missing_.size() < n_missing_) msg += fmt::format("\n    ... and {} more", n_missing_ - missing_.size());
     }
     for (const auto& p : problems_) msg += "\n  " + p;
-    msg += "\n  check that config.json belongs to these weights and that every shard is present";
+    msg += config_.layout == TensorLayout::Gguf
+               ? "\n  the GGUF metadata does not describe these tensors: the file may be damaged or from another "
+                 "converter"
+               : "\n  check that config.json belongs to these weights and that every shard is present";
     throw Error(ErrorKind::Shape, msg);
   }
 
  private:
   const ModelConfig& config_;
   const TensorLookup& lookup_;
-  std::vector<std::string> missing_;
+  static constexpr size_t kMissingShown = 12;
+  std::vector<std::string> missing_;  // the first kMissingShown
+  size_t n_missing_ = 0;
   std::vector<std::string> problems_;
 };
+
+// Layers the checkpoint holds, counted by their first norm (bounded by what exists, so a config
+// that claims a billion layers costs nothing).
+int count_layers(const ModelConfig& config, const TensorLookup& lookup) {
+  int n = 0;
+  while (n < config.n_layer) {
+    const auto name = tensor_name(config.layout, LogicalTensor::AttnNorm, n);
+    if (!name || !lookup(*name)) break;
+    ++n;
+  }
+  return n;
+}
 
 }  // namespace
 
@@ -122,12 +141,21 @@ ModelSpec make_decoder_spec(const ModelConfig& config, const TensorLookup& looku
   const int64_t QW = config.q_width();
   const int64_t KVW = config.kv_width();
 
-  ModuleSpec embed{embed_module(), {}};
+  // A config that declares more layers than the file holds is one error, found before the
+  // per-layer checks list thousands of missing names.
+  if (const int present = count_layers(config, lookup); present < config.n_layer && present > 0) {
+    fail(ErrorKind::Shape,
+         "{}: the config declares {} layers but the checkpoint holds {} (layers 0..{}); check that the config "
+         "belongs to these weights and that every shard is present",
+         source, config.n_layer, present, present - 1);
+  }
+
+  ModuleSpec embed{embed_module(), {}, 0};
   c.add(embed, LogicalTensor::TokenEmbedding, -1, Shape{V, H});
   spec.modules.push_back(std::move(embed));
 
   for (int l = 0; l < config.n_layer; ++l) {
-    ModuleSpec m{layer_module(l), {}};
+    ModuleSpec m{layer_module(l), {}, config.kv_bytes_per_token()};
     c.add(m, LogicalTensor::AttnNorm, l, Shape{H});
     if (config.fused_qkv) {
       c.add(m, LogicalTensor::AttnQkv, l, Shape{QW + 2 * KVW, H});
@@ -143,6 +171,7 @@ ModelSpec make_decoder_spec(const ModelConfig& config, const TensorLookup& looku
       }
     }
     c.add(m, LogicalTensor::AttnOut, l, Shape{H, QW});
+    if (config.out_bias) c.add(m, LogicalTensor::AttnOutBias, l, Shape{H});
     if (config.post_norms) c.add(m, LogicalTensor::AttnPostNorm, l, Shape{H});
     c.add(m, LogicalTensor::FfnNorm, l, Shape{H});
     if (config.fused_gate_up) {
@@ -156,7 +185,7 @@ ModelSpec make_decoder_spec(const ModelConfig& config, const TensorLookup& looku
     spec.modules.push_back(std::move(m));
   }
 
-  ModuleSpec head{head_module(), {}};
+  ModuleSpec head{head_module(), {}, 0};
   c.add(head, LogicalTensor::OutputNorm, -1, Shape{H});
   if (!config.tied_embeddings) c.add(head, LogicalTensor::Output, -1, Shape{V, H});
   spec.modules.push_back(std::move(head));
@@ -222,7 +251,7 @@ Graph build_decoder_graph(const ModelSpec& spec, const StepShape& step) {
     const ValueId k_cache = b.state(k_cache_name(l), DType::F32, Shape{step.kv_capacity, KVW});
     const ValueId v_cache = b.state(v_cache_name(l), DType::F32, Shape{step.kv_capacity, KVW});
     const ValueId a = b.attention(q, k, v, k_cache, v_cache, attn, p + ".attn");
-    ValueId o = b.matmul(a, w(LogicalTensor::AttnOut), kNoValue, p + ".attn_out");
+    ValueId o = b.matmul(a, w(LogicalTensor::AttnOut), w(LogicalTensor::AttnOutBias), p + ".attn_out");
     if (c.post_norms) o = b.rms_norm(o, w(LogicalTensor::AttnPostNorm), c.norm_eps, p + ".attn_post_norm");
     x = b.add(x, o, p + ".attn_residual");
 

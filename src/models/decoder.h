@@ -28,6 +28,7 @@ struct ParamSpec {
 struct ModuleSpec {
   std::string name;  // "embed", "layers.N", "head"
   std::vector<ParamSpec> params;
+  int64_t state_bytes_per_token = 0;  // KV cache the module keeps per token of context
 };
 
 struct ModelSpec {

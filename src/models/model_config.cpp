@@ -1,5 +1,7 @@
 #include "models/model_config.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace ferry {
@@ -39,8 +41,15 @@ void ModelConfig::validate(const std::string& source) const {
     fail(ErrorKind::Config, "{}: rotary dimension {} must be even and within the head dimension {}", source, n_rot,
          head_dim);
   }
-  if (!(rope_theta > 0.0f)) fail(ErrorKind::Config, "{}: RoPE base must be positive, got {}", source, rope_theta);
-  if (!(norm_eps > 0.0f)) fail(ErrorKind::Config, "{}: norm epsilon must be positive, got {}", source, norm_eps);
+  const auto finite_positive = [&](const char* what, float v) {
+    if (!(std::isfinite(v) && v > 0.0f)) {
+      fail(ErrorKind::Config, "{}: {} must be a finite positive number, got {}", source, what, v);
+    }
+  };
+  finite_positive("the RoPE base (rope_theta)", rope_theta);
+  finite_positive("the RoPE frequency scale (1 / rope_scaling factor)", rope_freq_scale);
+  finite_positive("the norm epsilon", norm_eps);
+  if (max_context <= 0) fail(ErrorKind::Config, "{}: the model context must be positive, got {}", source, max_context);
 }
 
 }  // namespace ferry

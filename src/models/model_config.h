@@ -1,5 +1,5 @@
 // The hyper-parameters of a decoder, in one struct for every supported family. Readers of
-// config.json (HF) and GGUF metadata fill it (src/load/); the decoder builder reads only this.
+// config.json (HF) and GGUF metadata fill it (src/engine/); the decoder builder reads only this.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +50,7 @@ struct ModelConfig {
 
   // Structure flags (the differences between families are data, not code paths).
   bool qkv_bias = false;         // biases on q/k/v (or on the fused qkv)
+  bool out_bias = false;         // bias on the attention output projection (Llama attention_bias)
   bool fused_qkv = false;        // one [ (nh + 2 nkv) * hd, H ] matrix
   bool fused_gate_up = false;    // one [2F, H] matrix, gate rows first
   bool post_norms = false;       // GLM-4-0414: norms on the attention and MLP outputs before the adds
@@ -60,8 +61,10 @@ struct ModelConfig {
   std::vector<int32_t> eos_ids;  // every end-of-generation id the checkpoint declares
 
   // Throws Error(Config) naming `source` when the numbers are inconsistent (heads not dividing,
-  // n_rot odd or > head_dim, non-positive sizes).
+  // n_rot odd or > head_dim, non-positive sizes, non-finite RoPE or norm constants).
   void validate(const std::string& source) const;
+  // Bytes of KV cache one layer keeps per token (f32 keys and values).
+  int64_t kv_bytes_per_token() const { return 2ll * kv_width() * 4; }
   int q_width() const { return n_head * head_dim; }
   int kv_width() const { return n_kv_head * head_dim; }
 };

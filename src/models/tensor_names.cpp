@@ -44,6 +44,8 @@ constexpr NameRow kNames[] = {
      "transformer.encoder.layers.{}.self_attention.query_key_value.bias", "blk.{}.attn_qkv.bias"},
     {LogicalTensor::AttnOut, LayerClass::Repeating, "model.layers.{}.self_attn.o_proj.weight",
      "transformer.encoder.layers.{}.self_attention.dense.weight", "blk.{}.attn_output.weight"},
+    {LogicalTensor::AttnOutBias, LayerClass::Repeating, "model.layers.{}.self_attn.o_proj.bias", nullptr,
+     "blk.{}.attn_output.bias"},
     {LogicalTensor::AttnPostNorm, LayerClass::Repeating, "model.layers.{}.post_self_attn_layernorm.weight", nullptr,
      "blk.{}.post_attention_norm.weight"},
     {LogicalTensor::FfnNorm, LayerClass::Repeating, "model.layers.{}.post_attention_layernorm.weight",
@@ -75,9 +77,9 @@ const NameRow& row(LogicalTensor t) {
 }
 
 constexpr const char* kLogicalNames[] = {
-    "token_embedding", "output_norm", "output",      "attn_norm",   "attn_q",        "attn_k",        "attn_v",
-    "attn_qkv",        "attn_q_bias", "attn_k_bias", "attn_v_bias", "attn_qkv_bias", "attn_out",      "attn_post_norm",
-    "ffn_norm",        "ffn_gate",    "ffn_up",      "ffn_gate_up", "ffn_down",      "ffn_post_norm",
+    "token_embedding", "output_norm", "output",      "attn_norm",   "attn_q",        "attn_k",   "attn_v",
+    "attn_qkv",        "attn_q_bias", "attn_k_bias", "attn_v_bias", "attn_qkv_bias", "attn_out", "attn_out_bias",
+    "attn_post_norm",  "ffn_norm",    "ffn_gate",    "ffn_up",      "ffn_gate_up",   "ffn_down", "ffn_post_norm",
 };
 static_assert(std::size(kLogicalNames) == static_cast<size_t>(LogicalTensor::Count),
               "every logical tensor needs a name");

@@ -24,6 +24,7 @@ enum class LogicalTensor : uint8_t {
   AttnVBias,
   AttnQkvBias,
   AttnOut,
+  AttnOutBias,
   AttnPostNorm,  // GLM-4-0414 post_self_attn_layernorm
   FfnNorm,
   FfnGate,

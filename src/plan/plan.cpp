@@ -1,11 +1,46 @@
 #include "plan/plan.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <unordered_set>
 
 #include "core/error.h"
 
 namespace ferry {
+
+namespace {
+
+// "embed, layers.0-7, head": consecutive layers folded into a range.
+std::string module_ranges(const std::vector<std::string>& modules) {
+  if (modules.empty()) return "-";
+  std::vector<std::string> parts;
+  int first = -1;
+  int last = -1;
+  const auto flush = [&] {
+    if (first < 0) return;
+    parts.push_back(first == last ? fmt::format("layers.{}", first) : fmt::format("layers.{}-{}", first, last));
+    first = last = -1;
+  };
+  for (const auto& m : modules) {
+    if (m.rfind("layers.", 0) == 0) {
+      const int layer = std::stoi(m.substr(7));
+      if (first >= 0 && layer == last + 1) {
+        last = layer;
+      } else {
+        flush();
+        first = last = layer;
+      }
+    } else {
+      flush();
+      parts.push_back(m);
+    }
+  }
+  flush();
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+}  // namespace
 
 int Plan::device_index_of(const std::string& module) const {
   for (const auto& [m, d] : assignment) {
@@ -16,18 +51,11 @@ int Plan::device_index_of(const std::string& module) const {
 
 std::string Plan::describe() const {
   std::string out = fmt::format("plan for a context of {} tokens:\n", context);
-  out += fmt::format("  {:<8} {:<22} {:>12} {:>12} {:>12} {:>12}\n", "device", "modules", "weights", "KV cache",
+  out += fmt::format("  {:<8} {:<28} {:>12} {:>12} {:>12} {:>12}\n", "device", "modules", "weights", "KV cache",
                      "total", "budget");
   for (const auto& d : devices) {
-    std::string mods;
-    if (!d.modules.empty()) {
-      mods = d.modules.front();
-      if (d.modules.size() > 1) mods += " .. " + d.modules.back();
-      mods += fmt::format(" ({})", d.modules.size());
-    } else {
-      mods = "-";
-    }
-    out += fmt::format("  {:<8} {:<22} {:>12} {:>12} {:>12} {:>12}\n", d.device.id.str(), mods,
+    const std::string mods = module_ranges(d.modules);
+    out += fmt::format("  {:<8} {:<28} {:>12} {:>12} {:>12} {:>12}\n", d.device.id.str(), mods,
                        format_bytes(d.weight_bytes), format_bytes(d.kv_bytes),
                        format_bytes(d.weight_bytes + d.kv_bytes), format_bytes(d.device.budget));
   }
@@ -44,9 +72,7 @@ std::vector<ModuleCost> module_costs(const ModelSpec& spec, int64_t context) {
       if (!seen.insert(p.name).second) continue;  // tied: counted with its first module
       c.weight_bytes += dtype_bytes(p.compute_dtype, static_cast<uint64_t>(p.shape.numel())).value_or(0);
     }
-    if (m.name.rfind("layers.", 0) == 0) {
-      c.kv_bytes = 2ull * static_cast<uint64_t>(context) * static_cast<uint64_t>(spec.config.kv_width()) * 4ull;
-    }
+    c.kv_bytes = static_cast<uint64_t>(m.state_bytes_per_token) * static_cast<uint64_t>(context);
     costs.push_back(c);
   }
   return costs;
@@ -54,6 +80,10 @@ std::vector<ModuleCost> module_costs(const ModelSpec& spec, int64_t context) {
 
 Plan plan_balanced(const ModelSpec& spec, const std::vector<DeviceSpec>& devices, int64_t context) {
   if (devices.empty()) fail(ErrorKind::Usage, "no devices to plan for");
+  if (context <= 0 || context > spec.config.max_context) {
+    fail(ErrorKind::Usage, "a context of {} tokens is outside what the model supports (1 to {})", context,
+         spec.config.max_context);
+  }
   const std::vector<ModuleCost> costs = module_costs(spec, context);
   uint64_t total = 0;
   for (const auto& c : costs) total += c.weight_bytes + c.kv_bytes;

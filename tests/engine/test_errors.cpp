@@ -63,15 +63,58 @@ TEST(CheckpointErrors, ConfigThatDoesNotFitTheTensorsNamesTensorAndShapes) {
                {"model.layers.0.mlp.gate_proj.weight", std::to_string(ffn), std::to_string(ffn + 32)});
 }
 
-TEST(CheckpointErrors, MoreLayersInConfigThanInFileListsMissingTensors) {
+TEST(CheckpointErrors, MoreLayersInConfigThanInFileSaysHowMany) {
   ScratchDir dir("missing_layers");
   testing::make_model(dir.path(), tiny::Arch::Llama, "hf", 1);
   auto config = read(dir.path() + "/config.json");
-  config["num_hidden_layers"] = config["num_hidden_layers"].get<int>() + 1;
+  const int stored = config["num_hidden_layers"].get<int>();
+  // A lying count costs nothing: the layers present are counted, not a billion names listed.
+  for (int declared : {stored + 1, 1000000000}) {
+    config["num_hidden_layers"] = declared;
+    write(dir.path() + "/config.json", config);
+    expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Shape,
+                 {fmt::format("declares {} layers", declared), fmt::format("holds {}", stored)});
+  }
+}
+
+TEST(CheckpointErrors, TensorsTheConfigDoesNotUseAreRefused) {
+  ScratchDir dir("unused");
+  testing::make_model(dir.path(), tiny::Arch::Llama, "both", 1);
+  auto config = read(dir.path() + "/config.json");
+  config["num_hidden_layers"] = 1;  // the file holds 2: running 1 would be silently wrong
   write(dir.path() + "/config.json", config);
-  const std::string layer = std::to_string(config["num_hidden_layers"].get<int>() - 1);
   expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Shape,
-               {"missing tensor", "model.layers." + layer + ".self_attn.q_proj.weight"});
+               {"are not part of the llama model", "model.layers.1.input_layernorm.weight"});
+}
+
+TEST(CheckpointErrors, SlidingWindowAndPrefixTuningAreRefusedNotIgnored) {
+  ScratchDir dir("sliding");
+  testing::make_model(dir.path(), tiny::Arch::Qwen2, "hf", 1);
+  auto config = read(dir.path() + "/config.json");
+  config["use_sliding_window"] = true;
+  config["sliding_window"] = 4;
+  write(dir.path() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Unsupported, {"use_sliding_window"});
+
+  ScratchDir glm("prefix");
+  testing::make_model(glm.path(), tiny::Arch::ChatGlm, "hf", 1);
+  auto c2 = read(glm.path() + "/config.json");
+  c2["pre_seq_len"] = 16;
+  write(glm.path() + "/config.json", c2);
+  expect_error([&] { open_checkpoint(glm.path()); }, ErrorKind::Unsupported, {"pre_seq_len"});
+}
+
+TEST(CheckpointErrors, NonFiniteConstantsAreConfigErrors) {
+  ScratchDir dir("finite");
+  testing::make_model(dir.path(), tiny::Arch::Llama, "hf", 1);
+  auto config = read(dir.path() + "/config.json");
+  config["rope_theta"] = 1e300;  // inf as a float
+  write(dir.path() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Config, {"rope_theta"});
+  config["rope_theta"] = 10000.0;
+  config["rms_norm_eps"] = -1.0;
+  write(dir.path() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Config, {"norm epsilon"});
 }
 
 TEST(CheckpointErrors, UnknownArchitectureIsUnsupported) {
@@ -130,6 +173,7 @@ TEST(SpecErrors, EveryMissingTensorIsListedAtOnce) {
   c.ffn = 16;
   c.vocab = 32;
   c.n_rot = 4;
+  c.max_context = 64;
   const TensorLookup nothing = [](const std::string&) { return std::optional<StoredTensor>(); };
   expect_error(
       [&] { make_decoder_spec(c, nothing, "test"); }, ErrorKind::Shape,
