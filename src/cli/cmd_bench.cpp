@@ -52,8 +52,7 @@ int run_bench(BenchArgs a) {
   }
   if (a.run.ctx == 0) a.run.ctx = a.prompt_tokens + a.gen_tokens + 1;
   auto model = load_model(a.run);
-  const int threads =
-      a.run.threads > 0 ? a.run.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = resolve_threads(a.run.threads);
 
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> pick(0, model->ckpt.config().vocab - 1);
@@ -98,7 +97,7 @@ int run_bench(BenchArgs a) {
     j["achieved_read_bandwidth"] = achieved_bw;
     j["machine_read_bandwidth"] = machine_bw;
     j["bandwidth_fraction"] = achieved_bw / machine_bw;
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return 0;
   }
   fmt::print("threads                 {}\n", threads);

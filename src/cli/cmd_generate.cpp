@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -19,6 +20,8 @@ struct GenerateArgs {
   bool json = false;
   bool add_bos = false;
   bool report = false;
+  bool has_prompt = false;
+  bool has_prompt_ids = false;
 };
 
 const char* stop_name(StopRules::Verdict v) {
@@ -35,15 +38,25 @@ const char* stop_name(StopRules::Verdict v) {
   return "none";
 }
 
-int run_generate(const GenerateArgs& a) {
-  if (a.prompt.empty() == a.prompt_ids.empty()) {
+// Checks what can be checked before any weight is read.
+void check_args(const GenerateArgs& a) {
+  if (a.has_prompt == a.has_prompt_ids)
     fail(ErrorKind::Usage, "give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
+  if (a.has_prompt && a.prompt.empty()) fail(ErrorKind::Usage, "--prompt is empty");
+  if (a.gen.max_tokens < 1) fail(ErrorKind::Usage, "--max-tokens must be at least 1, got {}", a.gen.max_tokens);
+  if (!(a.gen.sampling.temperature >= 0)) {
+    fail(ErrorKind::Usage, "--temperature must be >= 0 (0 is greedy), got {}", a.gen.sampling.temperature);
   }
-  auto model = load_model(a.run);
+  if (a.gen.sampling.top_k < 0) fail(ErrorKind::Usage, "--top-k must be >= 0 (0 is off), got {}", a.gen.sampling.top_k);
+  Sampler check(a.gen.sampling);  // the sampler's own range checks (top-p, min-p, penalty)
+}
+
+int run_generate(const GenerateArgs& a) {
+  check_args(a);
   std::vector<int32_t> prompt;
-  if (!a.prompt_ids.empty()) {
-    prompt = parse_id_list(a.prompt_ids);
-  } else {
+  if (a.has_prompt_ids) prompt = parse_id_list(a.prompt_ids);
+  auto model = load_model(a.run);
+  if (a.has_prompt) {
     if (!model->tokenizer) {
       fail(ErrorKind::Usage, "{} has no tokenizer (no tokenizer.json, no GGUF vocabulary): use --prompt-ids",
            a.run.model);
@@ -69,6 +82,8 @@ int run_generate(const GenerateArgs& a) {
     out["text"] = r.text;
     out["stop"] = stop_name(r.stop);
     std::puts(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  } else if (tok == nullptr) {
+    std::puts(fmt::format("{}", fmt::join(r.ids, ",")).c_str());  // no tokenizer: the ids are the output
   } else {
     std::puts("");
   }
@@ -88,8 +103,9 @@ Runner add_generate(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand("generate", "Generate text from a prompt");
   a->run.add_to(*cmd);
-  cmd->add_option("--prompt,-p", a->prompt, "Prompt text");
-  cmd->add_option("--prompt-ids", a->prompt_ids, "Prompt as token ids, e.g. 1,2,3 (instead of --prompt)");
+  auto* prompt = cmd->add_option("--prompt,-p", a->prompt, "Prompt text");
+  auto* prompt_ids =
+      cmd->add_option("--prompt-ids", a->prompt_ids, "Prompt as token ids, e.g. 1,2,3 (instead of --prompt)");
   cmd->add_option("--max-tokens,-n", a->gen.max_tokens, "Most tokens to generate")->capture_default_str();
   cmd->add_option("--temperature", a->gen.sampling.temperature, "Sampling temperature (0: greedy)")
       ->capture_default_str();
@@ -108,7 +124,11 @@ Runner add_generate(CLI::App& app) {
   cmd->add_flag("--json", a->json,
                 "Print one JSON object {\"prompt_ids\": [...], \"ids\": [...], \"text\": \"...\", \"stop\": ...}");
   cmd->add_flag("--report", a->report, "After the run, print memory and copies per device");
-  return [a] { return run_generate(*a); };
+  return [a, prompt, prompt_ids] {
+    a->has_prompt = prompt->count() > 0;
+    a->has_prompt_ids = prompt_ids->count() > 0;
+    return run_generate(*a);
+  };
 }
 
 }  // namespace ferry::cli

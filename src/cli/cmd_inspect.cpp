@@ -60,7 +60,7 @@ int run_inspect(const InspectArgs& a) {
     j["tokenizer"] = tokenizer.has_value();
     for (const auto& [dt, e] : by_dtype) j["dtypes"][dt] = {{"tensors", e.first}, {"bytes", e.second}};
     j["tensors"] = ck.tensors.all().size();
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return 0;
   }
   fmt::print("model         {}\n", a.path);

@@ -57,15 +57,32 @@ class ProgressBar {
 
 }  // namespace
 
+int64_t resolve_context(int64_t requested, const ModelConfig& config) {
+  if (requested < 0) fail(ErrorKind::Usage, "--ctx must be positive, got {}", requested);
+  if (requested > config.max_context) {
+    fail(ErrorKind::Usage, "--ctx {} exceeds the {} tokens this model was made for (its config); use at most {}",
+         requested, config.max_context, config.max_context);
+  }
+  return requested > 0 ? requested : std::min<int64_t>(config.max_context, 4096);
+}
+
+int resolve_threads(int requested) {
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (requested < 0) fail(ErrorKind::Usage, "--threads must be positive, got {}", requested);
+  if (requested > 4 * hardware) {
+    fail(ErrorKind::Usage, "--threads {} is far more than the {} hardware threads here; use at most {}", requested,
+         hardware, 4 * hardware);
+  }
+  return requested > 0 ? requested : hardware;
+}
+
 std::unique_ptr<LoadedModel> load_model(const RunOptions& o) {
   auto m = std::make_unique<LoadedModel>();
+  const auto specs = parse_device_list(o.devices);
+  const int threads = resolve_threads(o.threads);
   m->ckpt = open_checkpoint(o.model);
   const ModelConfig& c = m->ckpt.config();
-  m->context = o.ctx > 0 ? o.ctx : std::min<int64_t>(c.max_context > 0 ? c.max_context : 4096, 4096);
-  if (o.ctx < 0) fail(ErrorKind::Usage, "--ctx must be positive, got {}", o.ctx);
-  const auto specs = parse_device_list(o.devices);
-  if (o.threads < 0) fail(ErrorKind::Usage, "--threads must be positive, got {}", o.threads);
-  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  m->context = resolve_context(o.ctx, c);
   // The plan is made and checked before any weight is read.
   m->plan = plan_balanced(m->ckpt.spec, specs, m->context);
   if (!o.quiet) {
@@ -101,6 +118,7 @@ std::vector<int32_t> parse_id_list(const std::string& text) {
     }
     ids.push_back(id);
     start = comma + 1;
+    if (comma + 1 == text.size()) fail(ErrorKind::Usage, "--prompt-ids: '{}' ends with a comma", text);
   }
   if (ids.empty()) fail(ErrorKind::Usage, "--prompt-ids is empty (write ids like 1,2,3)");
   return ids;

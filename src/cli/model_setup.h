@@ -41,6 +41,11 @@ struct LoadedModel {
   std::unique_ptr<Session> new_session();
 };
 
+// --ctx resolved against the model: 0 means the model's context, at most 4096.
+int64_t resolve_context(int64_t requested, const ModelConfig& config);
+// --threads resolved: 0 means every hardware thread; more than 4 per hardware thread is refused.
+int resolve_threads(int requested);
+
 // Opens, plans (printing the plan to stderr unless quiet), loads.
 std::unique_ptr<LoadedModel> load_model(const RunOptions& options);
 

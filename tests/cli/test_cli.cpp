@@ -124,6 +124,22 @@ TEST(Cli, BadInputExitsNonZeroWithAClearMessage) {
   r = ferry("generate --model " + golden_case("llama") + "/model.gguf --devices cpu:0=4KiB --prompt-ids 1");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("out of memory"), std::string::npos) << r.err;
+  // Values refused before any weight is read, each naming the option.
+  const std::string m = "generate -q --model " + golden_case("llama") + "/model.gguf ";
+  for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"--prompt-ids 1,2, ", "ends with a comma"},
+           {"--prompt-ids 1 --max-tokens 0", "--max-tokens"},
+           {"--prompt-ids 1 --temperature -1", "--temperature"},
+           {"--prompt-ids 1 --top-k -5", "--top-k"},
+           {"--prompt-ids 1 --top-p 2", "top"},
+           {"--prompt-ids 1 --threads 100000", "--threads"},
+           {"--prompt-ids 1 --ctx 2305843009213693952", "--ctx"},
+           {"--prompt ''", "--prompt is empty"},
+       }) {
+    r = ferry(m + args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
+  }
   r = ferry("frobnicate");
   EXPECT_NE(r.exit_code, 0);
 }
