@@ -16,17 +16,4 @@ std::string_view op_name(Op op) {
   return kOpNames[static_cast<size_t>(op)];
 }
 
-bool op_reads_weights(Op op) {
-  switch (op) {
-    case Op::Embedding:
-    case Op::MatMul:
-    case Op::RmsNorm:
-    case Op::LayerNorm:
-    case Op::Attention:  // reads the KV cache, which lives with its layer
-      return true;
-    default:
-      return false;
-  }
-}
-
 }  // namespace ferry

@@ -53,10 +53,6 @@ enum class Op : uint8_t {
 
 std::string_view op_name(Op op);
 
-// Whether the op's inputs include weights that decide where it runs (a property of the op, read by
-// the scheduler; not a special case inside it).
-bool op_reads_weights(Op op);
-
 enum class RopeStyle : uint8_t {
   Adjacent,   // pairs (2i, 2i+1): GGUF llama (permuted rows), ChatGLM, GLM-4
   HalfSplit,  // pairs (i, i + n_rot/2): HF Llama/Qwen2 rotate_half (NEOX)
