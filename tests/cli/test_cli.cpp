@@ -21,8 +21,8 @@ struct CliRun {
 
 // Runs ferry with `args` (already shell-quoted where needed).
 CliRun ferry(const std::string& args) {
-  testing::ScratchDir tmp("cli_stderr");
-  const std::string err_path = tmp.path() + "/stderr";
+  testing::TempDir tmp("cli_stderr");
+  const std::string err_path = tmp.str() + "/stderr";
   const std::string cmd = std::string(FERRY_CLI) + " " + args + " 2>" + err_path;
   CliRun r;
   FILE* pipe = popen(cmd.c_str(), "r");
@@ -70,8 +70,8 @@ TEST(Cli, LogitsFileMatchesTheGolden) {
   std::ifstream in(golden_case("glm4") + "/cases.json");
   const auto cases = nlohmann::json::parse(in);
   const auto& p = cases["prompts"][1];
-  testing::ScratchDir dir("cli_logits");
-  const std::string out = dir.path() + "/logits.f32";
+  testing::TempDir dir("cli_logits");
+  const std::string out = dir.str() + "/logits.f32";
   const CliRun r = ferry("logits -q --model " + golden_case("glm4") + "/hf --prompt-ids " +
                          join_ids(p["prompt_ids"].get<std::vector<int32_t>>()) + " --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -82,9 +82,9 @@ TEST(Cli, LogitsFileMatchesTheGolden) {
 }
 
 TEST(Cli, GenerateFromTextOnTwoDevicesPrintsThePlan) {
-  testing::ScratchDir dir("cli_text");
-  testing::make_model(dir.path(), tiny::Arch::Glm4, "hf", 3, DType::F32, 4);
-  const CliRun r = ferry("generate --model " + dir.path() +
+  testing::TempDir dir("cli_text");
+  testing::make_model(dir.str(), tiny::Arch::Glm4, "hf", 3, DType::F32, 4);
+  const CliRun r = ferry("generate --model " + dir.str() +
                          " --devices cpu:0=64MiB,cpu:1=64MiB --prompt 'Hello there' --max-tokens 8 --temperature 0 "
                          "--ignore-eos --json --report");
   ASSERT_EQ(r.exit_code, 0) << r.err;

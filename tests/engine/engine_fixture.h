@@ -1,37 +1,16 @@
 // Generated tiny checkpoints for the engine tests (tools/tiny_model, deterministic by seed).
 #pragma once
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <string>
 
 #include "../../tools/tiny_model/generate.h"
+#include "common/temp_dir.h"
 #include "core/device.h"
 #include "engine/checkpoint.h"
 #include "engine/session.h"
 #include "engine/weight_loader.h"
 
 namespace ferry::testing {
-
-class ScratchDir {
- public:
-  explicit ScratchDir(const std::string& name) {
-    static int counter = 0;
-    path_ = std::filesystem::temp_directory_path() /
-            ("ferry_engine_" + name + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 inline void make_model(const std::string& dir, tiny::Arch arch, const std::string& format, uint64_t seed,
                        DType dtype = DType::F32, int64_t layers = 2) {

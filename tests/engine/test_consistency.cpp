@@ -9,8 +9,8 @@
 namespace ferry {
 namespace {
 
-using testing::ScratchDir;
 using testing::SingleDevice;
+using testing::TempDir;
 
 const std::vector<int32_t> kPrompt = {5, 77, 140, 31, 99, 260, 12, 180, 44};
 
@@ -31,10 +31,10 @@ class EveryArch : public ::testing::TestWithParam<tiny::Arch> {};
 // The generator writes one model twice (GGUF q/k rows permuted for llama); ferry must read both
 // to the same logits, which pins the GGUF conventions of every architecture.
 TEST_P(EveryArch, HfAndGgufCopiesAgree) {
-  ScratchDir dir(tiny::arch_name(GetParam()));
-  testing::make_model(dir.path(), GetParam(), "both", 11);
-  SingleDevice hf(dir.path());
-  SingleDevice gguf(dir.path() + "/model.gguf");
+  TempDir dir(tiny::arch_name(GetParam()));
+  testing::make_model(dir.str(), GetParam(), "both", 11);
+  SingleDevice hf(dir.str());
+  SingleDevice gguf(dir.str() + "/model.gguf");
   EXPECT_EQ(hf.ckpt.spec.parameter_count(), gguf.ckpt.spec.parameter_count());
   const auto a = run_prompt(hf, kPrompt);
   const auto b = run_prompt(gguf, kPrompt);
@@ -43,9 +43,9 @@ TEST_P(EveryArch, HfAndGgufCopiesAgree) {
 
 // Prefill of n tokens and n single-token steps fill the same cache and give the same last logits.
 TEST_P(EveryArch, PromptInOneStepEqualsTokenByToken) {
-  ScratchDir dir(tiny::arch_name(GetParam()));
-  testing::make_model(dir.path(), GetParam(), "hf", 12);
-  SingleDevice m(dir.path());
+  TempDir dir(tiny::arch_name(GetParam()));
+  testing::make_model(dir.str(), GetParam(), "hf", 12);
+  SingleDevice m(dir.str());
   const auto batch = run_prompt(m, kPrompt);
   Session s(m.ckpt.spec, m.placement, m.weights, 64);
   std::vector<float> last;
@@ -55,9 +55,9 @@ TEST_P(EveryArch, PromptInOneStepEqualsTokenByToken) {
 
 // Split over two devices: identical logits to one device, and the crossings are counted.
 TEST_P(EveryArch, TwoDevicesGiveTheSameLogitsAsOne) {
-  ScratchDir dir(tiny::arch_name(GetParam()));
-  testing::make_model(dir.path(), GetParam(), "hf", 13, DType::F32, /*layers=*/4);
-  SingleDevice one(dir.path(), 1);
+  TempDir dir(tiny::arch_name(GetParam()));
+  testing::make_model(dir.str(), GetParam(), "hf", 13, DType::F32, /*layers=*/4);
+  SingleDevice one(dir.str(), 1);
   const auto expected = run_prompt(one, kPrompt);
 
   const auto specs = parse_device_list("cpu:0,cpu:1");
@@ -102,10 +102,10 @@ INSTANTIATE_TEST_SUITE_P(Archs, EveryArch,
 class QuantizedCopies : public ::testing::TestWithParam<DType> {};
 
 TEST_P(QuantizedCopies, GgufMatchesItsDequantizedTwin) {
-  ScratchDir dir("quant");
-  testing::make_model(dir.path(), tiny::Arch::Llama, "both", 21, GetParam());
-  SingleDevice hf(dir.path());
-  SingleDevice gguf(dir.path() + "/model.gguf");
+  TempDir dir("quant");
+  testing::make_model(dir.str(), tiny::Arch::Llama, "both", 21, GetParam());
+  SingleDevice hf(dir.str());
+  SingleDevice gguf(dir.str() + "/model.gguf");
   EXPECT_LE(max_abs_diff(run_prompt(hf, kPrompt), run_prompt(gguf, kPrompt)), 1e-4f);
 }
 

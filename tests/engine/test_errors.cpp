@@ -10,8 +10,8 @@
 namespace ferry {
 namespace {
 
-using testing::ScratchDir;
 using testing::SingleDevice;
+using testing::TempDir;
 
 nlohmann::json read(const std::string& path) {
   std::ifstream in(path);
@@ -35,125 +35,125 @@ void expect_error(F&& f, ErrorKind kind, std::initializer_list<std::string> need
 }
 
 TEST(CheckpointErrors, MissingConfigFieldIsNamed) {
-  ScratchDir dir("missing_field");
-  testing::make_model(dir.path(), tiny::Arch::Llama, "hf", 1);
-  auto config = read(dir.path() + "/config.json");
+  TempDir dir("missing_field");
+  testing::make_model(dir.str(), tiny::Arch::Llama, "hf", 1);
+  auto config = read(dir.str() + "/config.json");
   config.erase("hidden_size");
-  write(dir.path() + "/config.json", config);
-  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Config, {"config.json", "hidden_size"});
+  write(dir.str() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Config, {"config.json", "hidden_size"});
 }
 
 TEST(CheckpointErrors, ChatGlmMissingFieldIsNamed) {
-  ScratchDir dir("missing_field_glm");
-  testing::make_model(dir.path(), tiny::Arch::ChatGlm, "hf", 1);
-  auto config = read(dir.path() + "/config.json");
+  TempDir dir("missing_field_glm");
+  testing::make_model(dir.str(), tiny::Arch::ChatGlm, "hf", 1);
+  auto config = read(dir.str() + "/config.json");
   config.erase("ffn_hidden_size");
-  write(dir.path() + "/config.json", config);
-  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Config, {"config.json", "ffn_hidden_size"});
+  write(dir.str() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Config, {"config.json", "ffn_hidden_size"});
 }
 
 TEST(CheckpointErrors, ConfigThatDoesNotFitTheTensorsNamesTensorAndShapes) {
-  ScratchDir dir("wrong_shape");
-  testing::make_model(dir.path(), tiny::Arch::Qwen2, "hf", 1);
-  auto config = read(dir.path() + "/config.json");
+  TempDir dir("wrong_shape");
+  testing::make_model(dir.str(), tiny::Arch::Qwen2, "hf", 1);
+  auto config = read(dir.str() + "/config.json");
   const int64_t ffn = config["intermediate_size"].get<int64_t>();
   config["intermediate_size"] = ffn + 32;
-  write(dir.path() + "/config.json", config);
-  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Shape,
+  write(dir.str() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Shape,
                {"model.layers.0.mlp.gate_proj.weight", std::to_string(ffn), std::to_string(ffn + 32)});
 }
 
 TEST(CheckpointErrors, MoreLayersInConfigThanInFileSaysHowMany) {
-  ScratchDir dir("missing_layers");
-  testing::make_model(dir.path(), tiny::Arch::Llama, "hf", 1);
-  auto config = read(dir.path() + "/config.json");
+  TempDir dir("missing_layers");
+  testing::make_model(dir.str(), tiny::Arch::Llama, "hf", 1);
+  auto config = read(dir.str() + "/config.json");
   const int stored = config["num_hidden_layers"].get<int>();
   // A lying count costs nothing: the layers present are counted, not a billion names listed.
   for (int declared : {stored + 1, 1000000000}) {
     config["num_hidden_layers"] = declared;
-    write(dir.path() + "/config.json", config);
-    expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Shape,
+    write(dir.str() + "/config.json", config);
+    expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Shape,
                  {fmt::format("declares {} layers", declared), fmt::format("holds {}", stored)});
   }
 }
 
 TEST(CheckpointErrors, TensorsTheConfigDoesNotUseAreRefused) {
-  ScratchDir dir("unused");
-  testing::make_model(dir.path(), tiny::Arch::Llama, "both", 1);
-  auto config = read(dir.path() + "/config.json");
+  TempDir dir("unused");
+  testing::make_model(dir.str(), tiny::Arch::Llama, "both", 1);
+  auto config = read(dir.str() + "/config.json");
   config["num_hidden_layers"] = 1;  // the file holds 2: running 1 would be silently wrong
-  write(dir.path() + "/config.json", config);
-  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Shape,
+  write(dir.str() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Shape,
                {"are not part of the llama model", "model.layers.1.input_layernorm.weight"});
 }
 
 TEST(CheckpointErrors, SlidingWindowAndPrefixTuningAreRefusedNotIgnored) {
-  ScratchDir dir("sliding");
-  testing::make_model(dir.path(), tiny::Arch::Qwen2, "hf", 1);
-  auto config = read(dir.path() + "/config.json");
+  TempDir dir("sliding");
+  testing::make_model(dir.str(), tiny::Arch::Qwen2, "hf", 1);
+  auto config = read(dir.str() + "/config.json");
   config["use_sliding_window"] = true;
   config["sliding_window"] = 4;
-  write(dir.path() + "/config.json", config);
-  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Unsupported, {"use_sliding_window"});
+  write(dir.str() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Unsupported, {"use_sliding_window"});
 
-  ScratchDir glm("prefix");
-  testing::make_model(glm.path(), tiny::Arch::ChatGlm, "hf", 1);
-  auto c2 = read(glm.path() + "/config.json");
+  TempDir glm("prefix");
+  testing::make_model(glm.str(), tiny::Arch::ChatGlm, "hf", 1);
+  auto c2 = read(glm.str() + "/config.json");
   c2["pre_seq_len"] = 16;
-  write(glm.path() + "/config.json", c2);
-  expect_error([&] { open_checkpoint(glm.path()); }, ErrorKind::Unsupported, {"pre_seq_len"});
+  write(glm.str() + "/config.json", c2);
+  expect_error([&] { open_checkpoint(glm.str()); }, ErrorKind::Unsupported, {"pre_seq_len"});
 }
 
 TEST(CheckpointErrors, NonFiniteConstantsAreConfigErrors) {
-  ScratchDir dir("finite");
-  testing::make_model(dir.path(), tiny::Arch::Llama, "hf", 1);
-  auto config = read(dir.path() + "/config.json");
+  TempDir dir("finite");
+  testing::make_model(dir.str(), tiny::Arch::Llama, "hf", 1);
+  auto config = read(dir.str() + "/config.json");
   config["rope_theta"] = 1e300;  // inf as a float
-  write(dir.path() + "/config.json", config);
-  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Config, {"rope_theta"});
+  write(dir.str() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Config, {"rope_theta"});
   config["rope_theta"] = 10000.0;
   config["rms_norm_eps"] = -1.0;
-  write(dir.path() + "/config.json", config);
-  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Config, {"norm epsilon"});
+  write(dir.str() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Config, {"norm epsilon"});
 }
 
 TEST(CheckpointErrors, UnknownArchitectureIsUnsupported) {
-  ScratchDir dir("unknown_arch");
-  testing::make_model(dir.path(), tiny::Arch::Llama, "hf", 1);
-  auto config = read(dir.path() + "/config.json");
+  TempDir dir("unknown_arch");
+  testing::make_model(dir.str(), tiny::Arch::Llama, "hf", 1);
+  auto config = read(dir.str() + "/config.json");
   config["model_type"] = "mamba";
   config["architectures"] = {"MambaForCausalLM"};
-  write(dir.path() + "/config.json", config);
-  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Unsupported, {"mamba", "MambaForCausalLM"});
+  write(dir.str() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Unsupported, {"mamba", "MambaForCausalLM"});
 }
 
 TEST(CheckpointErrors, UnsupportedRopeScalingIsRefusedNotIgnored) {
-  ScratchDir dir("rope_scaling");
-  testing::make_model(dir.path(), tiny::Arch::Llama, "hf", 1);
-  auto config = read(dir.path() + "/config.json");
+  TempDir dir("rope_scaling");
+  testing::make_model(dir.str(), tiny::Arch::Llama, "hf", 1);
+  auto config = read(dir.str() + "/config.json");
   config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  write(dir.path() + "/config.json", config);
-  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Unsupported, {"yarn"});
+  write(dir.str() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Unsupported, {"yarn"});
 }
 
 TEST(CheckpointErrors, MissingPathAndNotAModel) {
   expect_error([] { open_checkpoint("/nonexistent/model"); }, ErrorKind::Io, {"/nonexistent/model"});
-  ScratchDir dir("empty");
-  expect_error([&] { open_checkpoint(dir.path()); }, ErrorKind::Usage, {"config.json"});
+  TempDir dir("empty");
+  expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Usage, {"config.json"});
 }
 
 TEST(PlanErrors, OverBudgetNamesTheDeviceAndTheShortfall) {
-  ScratchDir dir("budget");
-  testing::make_model(dir.path(), tiny::Arch::Llama, "hf", 1);
-  const Checkpoint ck = open_checkpoint(dir.path());
+  TempDir dir("budget");
+  testing::make_model(dir.str(), tiny::Arch::Llama, "hf", 1);
+  const Checkpoint ck = open_checkpoint(dir.str());
   expect_error([&] { plan_balanced(ck.spec, parse_device_list("cpu:0=64KiB,cpu:1=64KiB"), 64); },
                ErrorKind::OutOfMemory, {"cpu:0", "budget", "over"});
 }
 
 TEST(SessionErrors, TokenOutsideVocabularyAndFullContext) {
-  ScratchDir dir("session");
-  testing::make_model(dir.path(), tiny::Arch::Llama, "hf", 1);
-  SingleDevice m(dir.path());
+  TempDir dir("session");
+  testing::make_model(dir.str(), tiny::Arch::Llama, "hf", 1);
+  SingleDevice m(dir.str());
   Session s(m.ckpt.spec, m.placement, m.weights, 4);
   expect_error([&] { s.eval(std::vector<int32_t>{m.ckpt.config().vocab}); }, ErrorKind::Usage,
                {std::to_string(m.ckpt.config().vocab)});

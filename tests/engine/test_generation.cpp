@@ -9,15 +9,15 @@
 namespace ferry {
 namespace {
 
-using testing::ScratchDir;
 using testing::SingleDevice;
+using testing::TempDir;
 
 class Generation : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new ScratchDir("generation");
-    testing::make_model(dir_->path(), tiny::Arch::Llama, "hf", 5);
-    model_ = new SingleDevice(dir_->path());
+    dir_ = new TempDir("generation");
+    testing::make_model(dir_->str(), tiny::Arch::Llama, "hf", 5);
+    model_ = new SingleDevice(dir_->str());
     tokenizer_ = new Tokenizer(*load_checkpoint_tokenizer(model_->ckpt));
   }
   static void TearDownTestSuite() {
@@ -30,11 +30,11 @@ class Generation : public ::testing::Test {
     const auto prompt = tokenizer_->encode("The ferry crossed the river", false);
     return generate(s, tokenizer_, prompt, eog, o, sink);
   }
-  static ScratchDir* dir_;
+  static TempDir* dir_;
   static SingleDevice* model_;
   static Tokenizer* tokenizer_;
 };
-ScratchDir* Generation::dir_ = nullptr;
+TempDir* Generation::dir_ = nullptr;
 SingleDevice* Generation::model_ = nullptr;
 Tokenizer* Generation::tokenizer_ = nullptr;
 

@@ -1,58 +1,22 @@
-// Helpers for the format tests: a temporary directory, byte builders for hand-made (and
-// deliberately broken) safetensors and GGUF files, and a check that a call fails with a given
-// error kind and a message naming what it should.
+// Helpers for the format tests: byte builders for hand-made (and deliberately broken)
+// safetensors and GGUF files, and a check that a call fails with a given error kind and a message
+// naming what it should. The scratch directory (TempDir) comes from common/temp_dir.h.
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "common/golden_dir.h"
+#include "common/temp_dir.h"
 #include "core/error.h"
 
 namespace ferry::testing {
-
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("ferry_formats_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const std::filesystem::path& path() const { return path_; }
-
-  std::string write(const std::string& name, const std::vector<uint8_t>& bytes) const {
-    const std::string p = file(name);
-    std::ofstream out(p, std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    return p;
-  }
-  std::string write_text(const std::string& name, const std::string& text) const {
-    return write(name, std::vector<uint8_t>(text.begin(), text.end()));
-  }
-
- private:
-  std::filesystem::path path_;
-};
 
 // Runs `f`, expects a ferry::Error of `kind` whose message contains every one of `needles`;
 // returns the message ("" when nothing was thrown).
@@ -149,10 +113,5 @@ enum : uint32_t {
   kI64 = 11,
   kF64 = 12,
 };
-
-inline std::string golden_dir() {
-  if (const char* env = std::getenv("FERRY_GOLDEN_DIR")) return env;
-  return std::string(FERRY_SOURCE_DIR) + "/../shared/golden";
-}
 
 }  // namespace ferry::testing

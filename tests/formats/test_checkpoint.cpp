@@ -9,7 +9,7 @@ using namespace ferry;
 using namespace ferry::testing;
 
 TEST(MappedFile, MapsBytesReadOnly) {
-  TempDir dir;
+  TempDir dir("checkpoint");
   const std::string path = dir.write("abc.bin", {1, 2, 3, 250});
   auto file = MappedFile::open(path);
   ASSERT_EQ(file->size(), 4u);
@@ -19,19 +19,19 @@ TEST(MappedFile, MapsBytesReadOnly) {
 }
 
 TEST(MappedFile, EmptyFileMapsWithSizeZero) {
-  TempDir dir;
+  TempDir dir("checkpoint");
   auto file = MappedFile::open(dir.write("empty.bin", {}));
   EXPECT_EQ(file->size(), 0u);
 }
 
 TEST(MappedFile, MissingFileIsIoErrorNamingPathAndReason) {
-  TempDir dir;
+  TempDir dir("checkpoint");
   const std::string path = dir.file("nope.safetensors");
   expect_error([&] { MappedFile::open(path); }, ErrorKind::Io, {path, "No such file"});
 }
 
 TEST(MappedFile, DirectoryIsIoError) {
-  TempDir dir;
+  TempDir dir("checkpoint");
   expect_error([&] { MappedFile::open(dir.path().string()); }, ErrorKind::Io, {dir.path().string(), "directory"});
 }
 
@@ -46,7 +46,7 @@ TEST(MappedFile, FromBytesOwnsACopy) {
 }
 
 TEST(TensorRecord, ViewSeesTheBytesAndKeepsTheMappingAlive) {
-  TempDir dir;
+  TempDir dir("checkpoint");
   Bytes b;
   b.zeros(16).f32(1.5f).f32(-2.0f).f32(3.25f).f32(0.0f).f32(7.0f).f32(8.0f);
   const std::string path = dir.write("w.bin", b.vec());

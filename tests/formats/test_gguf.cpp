@@ -215,7 +215,7 @@ TEST(Gguf, Version2IsRead) {
 }
 
 TEST(Gguf, FromDiskFile) {
-  TempDir dir;
+  TempDir dir("gguf");
   const std::string path = dir.write("m.gguf", one_tensor_file());
   const GgufFile g = GgufFile::open(path);
   EXPECT_EQ(g.path(), path);

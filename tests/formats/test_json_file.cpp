@@ -8,19 +8,19 @@ using namespace ferry::testing;
 using nlohmann::json;
 
 TEST(JsonFile, ReadsAFile) {
-  TempDir dir;
+  TempDir dir("json_file");
   const std::string path = dir.write_text("config.json", R"({"hidden_size": 64, "name": "x"})");
   const json j = read_json_file(path);
   EXPECT_EQ(j["hidden_size"].get<int>(), 64);
 }
 
 TEST(JsonFile, MissingFileIsIo) {
-  TempDir dir;
+  TempDir dir("json_file");
   expect_error([&] { read_json_file(dir.file("config.json")); }, ErrorKind::Io, {"config.json", "No such file"});
 }
 
 TEST(JsonFile, BadJsonIsConfigErrorWithPosition) {
-  TempDir dir;
+  TempDir dir("json_file");
   const std::string path = dir.write_text("config.json", "{\n  \"hidden_size\": 64,\n  \"x\": tru, \"y\": 1\n}");
   expect_error([&] { read_json_file(path); }, ErrorKind::Config, {path, "line 3", "column", "byte"});
   const std::string empty = dir.write_text("empty.json", "");

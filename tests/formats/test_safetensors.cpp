@@ -75,7 +75,7 @@ TEST(Safetensors, ReadsTensorsDtypesShapesAndMetadata) {
 }
 
 TEST(Safetensors, ViewReadsFloatValuesFromADiskFile) {
-  TempDir dir;
+  TempDir dir("safetensors");
   Bytes data;
   data.f32(0.5f).f32(-1.0f).f32(2.0f).f32(42.0f);
   const uint16_t h = f32_to_f16(3.5f);
@@ -101,7 +101,7 @@ TEST(Safetensors, FileShorterThanTheLengthField) {
         read_safetensors_file(MappedFile::from_bytes("t.safetensors", {1, 2, 3}));
       },
       ErrorKind::Format, {"t.safetensors", "3 bytes"});
-  TempDir dir;
+  TempDir dir("safetensors");
   const std::string path = dir.write("empty.safetensors", {});
   expect_error([&] { open_safetensors(path); }, ErrorKind::Format, {path, "0 bytes"});
 }
@@ -282,7 +282,7 @@ std::string index_json(const std::vector<std::pair<std::string, std::string>>& m
 }  // namespace
 
 TEST(SafetensorsSharded, OpensEveryShardOnceFromDirOrIndex) {
-  TempDir dir;
+  TempDir dir("safetensors");
   dir.write("model-00001-of-00002.safetensors", shard({"a", "b"}));
   dir.write("model-00002-of-00002.safetensors", shard({"c", "d"}));
   const std::string index =
@@ -302,7 +302,7 @@ TEST(SafetensorsSharded, OpensEveryShardOnceFromDirOrIndex) {
 }
 
 TEST(SafetensorsSharded, DuplicateTensorAcrossShardsNamesBothFiles) {
-  TempDir dir;
+  TempDir dir("safetensors");
   dir.write("s1.safetensors", shard({"a", "b"}));
   dir.write("s2.safetensors", shard({"b", "c"}));
   dir.write_text("model.safetensors.index.json",
@@ -312,7 +312,7 @@ TEST(SafetensorsSharded, DuplicateTensorAcrossShardsNamesBothFiles) {
 }
 
 TEST(SafetensorsSharded, IndexPointingToMissingShard) {
-  TempDir dir;
+  TempDir dir("safetensors");
   dir.write("s1.safetensors", shard({"a"}));
   dir.write_text("model.safetensors.index.json", index_json({{"a", "s1.safetensors"}, {"b", "s2.safetensors"}}));
   expect_error([&] { open_safetensors(dir.path().string()); }, ErrorKind::Io,
@@ -320,7 +320,7 @@ TEST(SafetensorsSharded, IndexPointingToMissingShard) {
 }
 
 TEST(SafetensorsSharded, IndexNamingATensorTheShardLacks) {
-  TempDir dir;
+  TempDir dir("safetensors");
   dir.write("s1.safetensors", shard({"a"}));
   dir.write_text("model.safetensors.index.json", index_json({{"a", "s1.safetensors"}, {"ghost", "s1.safetensors"}}));
   expect_error([&] { open_safetensors(dir.path().string()); }, ErrorKind::Format,
@@ -328,7 +328,7 @@ TEST(SafetensorsSharded, IndexNamingATensorTheShardLacks) {
 }
 
 TEST(SafetensorsSharded, TensorInAnotherShardThanTheIndexSays) {
-  TempDir dir;
+  TempDir dir("safetensors");
   dir.write("s1.safetensors", shard({"a", "b"}));
   dir.write("s2.safetensors", shard({"c"}));
   dir.write_text("model.safetensors.index.json",
@@ -338,14 +338,14 @@ TEST(SafetensorsSharded, TensorInAnotherShardThanTheIndexSays) {
 }
 
 TEST(SafetensorsSharded, TensorMissingFromTheIndex) {
-  TempDir dir;
+  TempDir dir("safetensors");
   dir.write("s1.safetensors", shard({"a", "extra"}));
   dir.write_text("model.safetensors.index.json", index_json({{"a", "s1.safetensors"}}));
   expect_error([&] { open_safetensors(dir.path().string()); }, ErrorKind::Format, {"'extra'", "not in the index"});
 }
 
 TEST(SafetensorsSharded, BadIndexFiles) {
-  TempDir dir;
+  TempDir dir("safetensors");
   dir.write("s1.safetensors", shard({"a"}));
   const std::string index = dir.file("model.safetensors.index.json");
   dir.write_text("model.safetensors.index.json", R"({"weight_map": {"a": "s1.safetensors",}})");
@@ -361,7 +361,7 @@ TEST(SafetensorsSharded, BadIndexFiles) {
 }
 
 TEST(SafetensorsDirectory, SingleFileAndEmptyDirectory) {
-  TempDir dir;
+  TempDir dir("safetensors");
   expect_error([&] { open_safetensors(dir.path().string()); }, ErrorKind::Io,
                {dir.path().string(), "no model.safetensors"});
   dir.write("other.safetensors", shard({"x"}));

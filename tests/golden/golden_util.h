@@ -9,12 +9,9 @@
 #include <string>
 #include <vector>
 
-namespace ferry::testing {
+#include "common/golden_dir.h"
 
-inline std::string golden_dir() {
-  if (const char* env = std::getenv("FERRY_GOLDEN_DIR")) return env;
-  return std::string(FERRY_SOURCE_DIR) + "/../shared/golden";
-}
+namespace ferry::testing {
 
 template <typename T>
 std::vector<T> read_binary(const std::string& path) {

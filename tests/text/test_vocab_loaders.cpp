@@ -193,11 +193,11 @@ const char* kMetaspaceJson = R"({
 
 TEST(VocabFromTokenizerJson, ReadsAByteLevelTokenizerWithItsConfigs) {
   test::TempDir dir("json_bytelevel");
-  const std::string path = dir.write("tokenizer.json", kByteLevelJson);
-  dir.write("tokenizer_config.json", R"({"add_bos_token": false, "bos_token": null,
+  const std::string path = dir.write_text("tokenizer.json", kByteLevelJson);
+  dir.write_text("tokenizer_config.json", R"({"add_bos_token": false, "bos_token": null,
       "eos_token": {"content": "<|im_end|>", "special": true}, "pad_token": "<|endoftext|>",
       "chat_template": "{{ messages }}"})");
-  dir.write("generation_config.json", R"({"bos_token_id": 7, "eos_token_id": [9, 7]})");
+  dir.write_text("generation_config.json", R"({"bos_token_id": 7, "eos_token_id": [9, 7]})");
 
   const Vocab v = vocab_from_tokenizer_json(path);
   EXPECT_EQ(v.kind, Vocab::Kind::Bpe);
@@ -226,7 +226,7 @@ TEST(VocabFromTokenizerJson, ReadsAByteLevelTokenizerWithItsConfigs) {
 
 TEST(VocabFromTokenizerJson, ReadsASentencepieceStyleTokenizer) {
   test::TempDir dir("json_metaspace");
-  const std::string path = dir.write("tokenizer.json", kMetaspaceJson);
+  const std::string path = dir.write_text("tokenizer.json", kMetaspaceJson);
   const Vocab v = vocab_from_tokenizer_json(path);
   EXPECT_EQ(v.kind, Vocab::Kind::Spm);
   EXPECT_TRUE(v.add_space_prefix);
@@ -251,7 +251,7 @@ TEST(VocabFromTokenizerJson, ReadsASentencepieceStyleTokenizer) {
 TEST(VocabFromTokenizerJson, NamesWhatIsUnsupportedOrBroken) {
   test::TempDir dir("json_bad");
   const auto load = [&](const std::string& text) {
-    return vocab_from_tokenizer_json(dir.write("tokenizer.json", text));
+    return vocab_from_tokenizer_json(dir.write_text("tokenizer.json", text));
   };
   expect_error([&] { load(R"({"model": {"type": "Unigram", "vocab": [["a", 0.0]]}})"); }, ErrorKind::Unsupported,
                {"tokenizer.json", "Unigram"});
@@ -284,7 +284,7 @@ TEST(VocabFromTokenizerJson, NamesWhatIsUnsupportedOrBroken) {
       },
       ErrorKind::Format, {"model.vocab"});
   // tokenizer_config.json naming a token the vocabulary does not have.
-  dir.write("tokenizer_config.json", R"({"eos_token": "<|nope|>"})");
+  dir.write_text("tokenizer_config.json", R"({"eos_token": "<|nope|>"})");
   expect_error([&] { load(kByteLevelJson); }, ErrorKind::Format, {"<|nope|>"});
   expect_error([&] { vocab_from_tokenizer_json(dir.file("missing.json")); }, ErrorKind::Io, {"missing.json"});
 }

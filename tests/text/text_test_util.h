@@ -1,46 +1,17 @@
 // Helpers shared by the text tests.
 #pragma once
 
-#include <unistd.h>
-
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <string>
 
+#include "common/golden_dir.h"
+#include "common/temp_dir.h"
+
 namespace ferry::test {
 
-inline std::string golden_dir() {
-  if (const char* dir = std::getenv("FERRY_GOLDEN_DIR")) return dir;
-  return std::string(FERRY_SOURCE_DIR) + "/../shared/golden";
-}
-
-// A fresh directory for one test's files, removed when the object goes away.
-class TempDir {
- public:
-  explicit TempDir(const std::string& name)
-      : path_(std::filesystem::temp_directory_path() / ("ferry_text_" + std::to_string(::getpid()) + "_" + name)) {
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream out(file(name), std::ios::binary);
-    out << text;
-    return file(name);
-  }
-
- private:
-  std::filesystem::path path_;
-};
+// The shared helpers, under the name these tests use.
+using ferry::testing::golden_dir;
+using ferry::testing::TempDir;
 
 // Random text: ASCII letters, digits, punctuation, spaces and newlines, plus (when `unicode`)
 // 2-, 3- and 4-byte characters.

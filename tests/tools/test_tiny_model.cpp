@@ -201,13 +201,13 @@ TEST(TinyModelRandom, NormalSamplesHaveTheRightMoments) {
 TEST(TinyModel, SameSeedGivesIdenticalFilesAndAnotherSeedDoesNot) {
   for (DType dtype : {DType::F32, DType::Q8_0}) {
     test::TempDir a("same_a"), b("same_b"), c("other");
-    tiny::Options oa = options(tiny::Arch::Llama, a.path(), "both", dtype, 5);
+    tiny::Options oa = options(tiny::Arch::Llama, a.str(), "both", dtype, 5);
     oa.threads = 1;
-    tiny::Options ob = options(tiny::Arch::Llama, b.path(), "both", dtype, 5);
+    tiny::Options ob = options(tiny::Arch::Llama, b.str(), "both", dtype, 5);
     ob.threads = 3;  // the thread count must not matter
     const tiny::Result ra = tiny::write_tiny_model(oa);
     tiny::write_tiny_model(ob);
-    tiny::write_tiny_model(options(tiny::Arch::Llama, c.path(), "both", dtype, 6));
+    tiny::write_tiny_model(options(tiny::Arch::Llama, c.str(), "both", dtype, 6));
     ASSERT_EQ(ra.files.size(), 6u);
     for (const std::string& f : ra.files) {
       const std::vector<uint8_t> fa = test::read_file(a.file(f));
@@ -227,7 +227,7 @@ TEST(TinyModel, FilesDoNotDependOnTheKernelsSimdLevel) {
     kernels::set_simd_level(level);
     for (DType dtype : {DType::BF16, DType::Q4_0, DType::Q8_0}) {
       test::TempDir dir("simd");
-      tiny::write_tiny_model(options(tiny::Arch::Glm4, dir.path(), dtype == DType::BF16 ? "hf" : "both", dtype));
+      tiny::write_tiny_model(options(tiny::Arch::Glm4, dir.str(), dtype == DType::BF16 ? "hf" : "both", dtype));
       if (dtype != DType::BF16) outputs.push_back(test::read_file(dir.file("model.gguf")));
       outputs.push_back(test::read_file(dir.file("model.safetensors")));
     }
@@ -243,7 +243,7 @@ class TinyModelArch : public ::testing::TestWithParam<tiny::Arch> {};
 TEST_P(TinyModelArch, HasTheGoldenTensorNamesShapesAndMetadata) {
   const tiny::Arch arch = GetParam();
   test::TempDir dir("layout");
-  tiny::Options o = options(arch, dir.path(), "both", DType::F32);
+  tiny::Options o = options(arch, dir.str(), "both", DType::F32);
   use_golden_sizes(o);
   const tiny::Result r = tiny::write_tiny_model(o);
   const int64_t vocab = r.hyper.vocab;
@@ -252,7 +252,7 @@ TEST_P(TinyModelArch, HasTheGoldenTensorNamesShapesAndMetadata) {
   // Safetensors: the same names in the same order; the same shapes but for the vocabulary rows.
   const std::vector<std::string> names = safetensors_order(dir.file("model.safetensors"));
   EXPECT_EQ(names, safetensors_order(golden + "/hf/model.safetensors"));
-  const TensorSet ours = open_safetensors(dir.path());
+  const TensorSet ours = open_safetensors(dir.str());
   const TensorSet theirs = open_safetensors(golden + "/hf/model.safetensors");
   ASSERT_EQ(ours.all().size(), theirs.all().size());
   for (const TensorRecord& t : theirs.all()) {
@@ -321,8 +321,8 @@ TEST_P(TinyModelArch, HuggingFaceAndGgufHoldTheSameModel) {
   for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
     SCOPED_TRACE(std::string(dtype_name(dtype)));
     test::TempDir dir("same_model");
-    const tiny::Result r = tiny::write_tiny_model(options(arch, dir.path(), "both", dtype));
-    const TensorSet hf = open_safetensors(dir.path());
+    const tiny::Result r = tiny::write_tiny_model(options(arch, dir.str(), "both", dtype));
+    const TensorSet hf = open_safetensors(dir.str());
     const GgufFile g = GgufFile::open(dir.file("model.gguf"));
     const bool quantized = dtype_traits(dtype).is_quantized;
     const json cfg = json::parse(test::read_text(dir.file("config.json")));
@@ -381,10 +381,10 @@ INSTANTIATE_TEST_SUITE_P(AllArchitectures, TinyModelArch, ::testing::ValuesIn(kA
 
 TEST(TinyModel, QuantizedGgufIsWithinAQuantizationStepOfTheF32Model) {
   test::TempDir f32_dir("f32"), q8_dir("q8"), q4_dir("q4");
-  tiny::write_tiny_model(options(tiny::Arch::Qwen2, f32_dir.path(), "hf", DType::F32, 11));
-  tiny::write_tiny_model(options(tiny::Arch::Qwen2, q8_dir.path(), "gguf", DType::Q8_0, 11));
-  tiny::write_tiny_model(options(tiny::Arch::Qwen2, q4_dir.path(), "gguf", DType::Q4_0, 11));
-  const TensorSet source = open_safetensors(f32_dir.path());
+  tiny::write_tiny_model(options(tiny::Arch::Qwen2, f32_dir.str(), "hf", DType::F32, 11));
+  tiny::write_tiny_model(options(tiny::Arch::Qwen2, q8_dir.str(), "gguf", DType::Q8_0, 11));
+  tiny::write_tiny_model(options(tiny::Arch::Qwen2, q4_dir.str(), "gguf", DType::Q4_0, 11));
+  const TensorSet source = open_safetensors(f32_dir.str());
   const GgufFile q8 = GgufFile::open(q8_dir.file("model.gguf"));
   const GgufFile q4 = GgufFile::open(q4_dir.file("model.gguf"));
   int quantized_tensors = 0;
@@ -422,7 +422,7 @@ TEST(TinyModel, QuantizedGgufIsWithinAQuantizationStepOfTheF32Model) {
 
 TEST(TinyModel, TokenizerFilesAgreeWithEachOtherAndWithGpt2ByteOrder) {
   test::TempDir dir("tokenizer");
-  const tiny::Result r = tiny::write_tiny_model(options(tiny::Arch::Glm4, dir.path(), "both", DType::F32));
+  const tiny::Result r = tiny::write_tiny_model(options(tiny::Arch::Glm4, dir.str(), "both", DType::F32));
   const json tj = json::parse(test::read_text(dir.file("tokenizer.json")));
   ASSERT_EQ(tj["model"]["type"], "BPE");
   EXPECT_EQ(tj["pre_tokenizer"]["type"], "ByteLevel");
@@ -540,7 +540,7 @@ std::vector<int32_t> reference_bpe(const std::string& text, const tiny::Tokenize
 
 TEST(TinyModelTokenizer, FilesLoadInFerrysTokenizerAndEncodeLikeAReferenceBpe) {
   test::TempDir dir("tok_load");
-  tiny::write_tiny_model(options(tiny::Arch::ChatGlm, dir.path(), "both", DType::F32));
+  tiny::write_tiny_model(options(tiny::Arch::ChatGlm, dir.str(), "both", DType::F32));
   const tiny::Tokenizer& tok = tiny::default_tokenizer();
   const Tokenizer from_json = Tokenizer::from_vocab(vocab_from_tokenizer_json(dir.file("tokenizer.json")));
   const Tokenizer from_gguf = Tokenizer::from_vocab(vocab_from_gguf(GgufFile::open(dir.file("model.gguf"))));
@@ -586,15 +586,15 @@ TEST(TinyModelTokenizer, PreTokenizesLikeGpt2) {
 
 TEST(TinyModel, ShardedSafetensorsHoldTheSameTensors) {
   test::TempDir one("one"), three("three");
-  tiny::write_tiny_model(options(tiny::Arch::Glm, one.path(), "hf", DType::BF16));
-  tiny::Options o = options(tiny::Arch::Glm, three.path(), "hf", DType::BF16);
+  tiny::write_tiny_model(options(tiny::Arch::Glm, one.str(), "hf", DType::BF16));
+  tiny::Options o = options(tiny::Arch::Glm, three.str(), "hf", DType::BF16);
   o.shards = 3;
   const tiny::Result r = tiny::write_tiny_model(o);
   EXPECT_TRUE(fs::exists(three.file("model.safetensors.index.json")));
   EXPECT_TRUE(fs::exists(three.file("model-00003-of-00003.safetensors")));
   EXPECT_FALSE(fs::exists(three.file("model.safetensors")));
   EXPECT_NE(std::find(r.files.begin(), r.files.end(), "model.safetensors.index.json"), r.files.end());
-  const TensorSet a = open_safetensors(one.path()), b = open_safetensors(three.path());
+  const TensorSet a = open_safetensors(one.str()), b = open_safetensors(three.str());
   ASSERT_EQ(a.all().size(), b.all().size());
   for (const TensorRecord& t : a.all()) {
     const TensorRecord* u = b.find(t.name);
@@ -606,8 +606,8 @@ TEST(TinyModel, ShardedSafetensorsHoldTheSameTensors) {
 
 TEST(TinyModel, ChatGlmCarriesTheRotaryBufferOfTheOriginalCode) {
   test::TempDir dir("chatglm");
-  tiny::write_tiny_model(options(tiny::Arch::ChatGlm, dir.path(), "hf", DType::F32));
-  const TensorSet hf = open_safetensors(dir.path());
+  tiny::write_tiny_model(options(tiny::Arch::ChatGlm, dir.str(), "hf", DType::F32));
+  const TensorSet hf = open_safetensors(dir.str());
   const TensorRecord* inv = hf.find("transformer.rotary_pos_emb.inv_freq");
   ASSERT_NE(inv, nullptr);
   ASSERT_EQ(inv->shape, (Shape{4}));  // kv_channels / 4
@@ -649,7 +649,7 @@ TEST(TinyModel, RefusesBadOptionsWithUsageErrors) {
     ADD_FAILURE() << "no error";
     return {};
   };
-  const std::string path = dir.path();
+  const std::string path = dir.str();
   EXPECT_NE(message(options(tiny::Arch::Llama, path, "hf", DType::Q8_0)).find("--format gguf"), std::string::npos);
   tiny::Options o = options(tiny::Arch::Llama, path, "gguf", DType::Q4_0);
   o.ffn = 100;
@@ -687,7 +687,7 @@ TEST(TinyModel, CommandLineToolWritesAModelAndFailsCleanlyOnBadArguments) {
   if (!fs::exists(tool)) GTEST_SKIP() << tool << " is not built (ninja make_tiny_model)";
   test::TempDir dir("cli");
   const std::string ok =
-      tool + " --arch chatglm --format both --dtype q8_0 --seed 3 --out " + dir.path() + " >/dev/null";
+      tool + " --arch chatglm --format both --dtype q8_0 --seed 3 --out " + dir.str() + " >/dev/null";
   ASSERT_EQ(std::system(ok.c_str()), 0);
   EXPECT_TRUE(fs::exists(dir.file("model.gguf")));
   EXPECT_TRUE(fs::exists(dir.file("tokenizer.json")));

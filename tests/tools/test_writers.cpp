@@ -129,7 +129,7 @@ TEST(SafetensorsWriter, ShardsWithAnIndexThatTheReaderFollows) {
     tensors.push_back(
         {"t" + std::to_string(i), DType::F32, Shape{16, i + 1}, data[static_cast<size_t>(i)].data(), {}, {}});
   }
-  const std::vector<std::string> files = write_safetensors_sharded(dir.path(), tensors, 3);
+  const std::vector<std::string> files = write_safetensors_sharded(dir.str(), tensors, 3);
   ASSERT_EQ(files.size(), 3u);
   EXPECT_EQ(files[0], "model-00001-of-00003.safetensors");
   EXPECT_EQ(files[2], "model-00003-of-00003.safetensors");
@@ -142,7 +142,7 @@ TEST(SafetensorsWriter, ShardsWithAnIndexThatTheReaderFollows) {
   for (const auto& [name, file] : index["weight_map"].items()) used.insert(file.get<std::string>());
   EXPECT_EQ(used.size(), 3u);  // every shard holds something
 
-  const TensorSet set = open_safetensors(dir.path());
+  const TensorSet set = open_safetensors(dir.str());
   ASSERT_EQ(set.all().size(), 7u);
   for (int i = 0; i < 7; ++i) {
     const TensorRecord* r = set.find("t" + std::to_string(i));
@@ -150,8 +150,8 @@ TEST(SafetensorsWriter, ShardsWithAnIndexThatTheReaderFollows) {
     EXPECT_EQ(std::memcmp(r->data, data[static_cast<size_t>(i)].data(), r->nbytes), 0);
     EXPECT_EQ(fs::path(r->file->path()).filename().string(), index["weight_map"]["t" + std::to_string(i)]);
   }
-  EXPECT_THROW(write_safetensors_sharded(dir.path(), tensors, 8), Error);
-  EXPECT_THROW(write_safetensors_sharded(dir.path(), tensors, 0), Error);
+  EXPECT_THROW(write_safetensors_sharded(dir.str(), tensors, 8), Error);
+  EXPECT_THROW(write_safetensors_sharded(dir.str(), tensors, 0), Error);
 }
 
 TEST(SafetensorsWriter, RefusesBadInputWithTypedErrors) {
