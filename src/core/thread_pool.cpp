@@ -7,6 +7,22 @@
 
 namespace ferry {
 
+namespace {
+// Spinning before sleeping keeps back-to-back small jobs cheap; yielding now and then lets a
+// descheduled worker run when another process shares the cores, instead of burning the time slice
+// it needs.
+constexpr int kSpins = 4096;
+inline void relax(int spin) {
+  if ((spin & 63) == 63) {
+    std::this_thread::yield();
+  } else {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+}  // namespace
+
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   try {
     for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
@@ -53,10 +69,8 @@ void ThreadPool::worker_loop(int thread) {
     // Spin briefly: decode issues many small jobs back to back, and a sleep/wake costs more
     // than the job itself.
     uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < 20000; ++spin) {
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
+    for (int spin = 0; gen == seen && spin < kSpins; ++spin) {
+      relax(spin);
       gen = generation_.load(std::memory_order_acquire);
     }
     if (gen == seen) {
@@ -95,11 +109,7 @@ void ThreadPool::parallel_for(int64_t n_tasks, const std::function<void(int64_t,
   wake_.notify_all();
   run_tasks(0);
   // Wait for the workers: spin first, then sleep.
-  for (int spin = 0; spin < 200000 && active_workers_.load(std::memory_order_acquire) != 0; ++spin) {
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
-  }
+  for (int spin = 0; spin < kSpins && active_workers_.load(std::memory_order_acquire) != 0; ++spin) relax(spin);
   if (active_workers_.load() != 0) {
     std::unique_lock<std::mutex> lock(mutex_);
     done_.wait(lock, [&] { return active_workers_.load() == 0; });
