@@ -56,6 +56,18 @@ void Graph::mark_output(ValueId value) {
   outputs_.push_back(value);
 }
 
+void Graph::set_params(int node, OpParams params) {
+  if (node < 0 || static_cast<size_t>(node) >= nodes_.size()) {
+    fail(ErrorKind::Usage, "cannot set the parameters of node {}: the graph has {} nodes", node, nodes_.size());
+  }
+  Node& n = nodes_[static_cast<size_t>(node)];
+  if (params.index() != n.params.index()) {
+    fail(ErrorKind::Usage, "op '{}' ({}) keeps its kind of parameters; the new ones are of another kind",
+         values_[static_cast<size_t>(n.output)].name, op_name(n.op));
+  }
+  n.params = std::move(params);
+}
+
 ValueId Graph::find(const std::string& name) const {
   auto it = value_index_.find(name);
   return it == value_index_.end() ? kNoValue : it->second;

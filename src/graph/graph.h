@@ -53,6 +53,10 @@ class Graph {
   ValueId add_node(Op op, std::vector<ValueId> inputs, OpParams params, DType dtype, const Shape& shape,
                    const std::string& name, int module);
   void mark_output(ValueId value);
+  // Replaces a node's parameters with new values of the same kind (Error(Usage) otherwise): what
+  // changes from one step to the next (AttentionParams::kv_offset) without changing the structure,
+  // so a runtime may keep what it planned for this graph.
+  void set_params(int node, OpParams params);
 
   const std::vector<Value>& values() const { return values_; }
   const Value& value(ValueId id) const { return values_.at(static_cast<size_t>(id)); }
