@@ -1,10 +1,16 @@
 #include "engine/session.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
 
 namespace ferry {
+
+namespace {
+// Step shapes whose graphs a session keeps: decode, and a few prompt lengths.
+constexpr size_t kKeptStepGraphs = 4;
+}  // namespace
 
 Session::Session(const ModelSpec& spec, const Placement& placement, const WeightStore& weights, int64_t context)
     : spec_(spec), executor_(placement, weights, states_), context_(context) {
@@ -20,6 +26,33 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
   std::vector<int32_t> positions(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) positions[i] = static_cast<int32_t>(next_pos_ + static_cast<int64_t>(i));
   return eval(tokens, positions, all_logits);
+}
+
+Session::StepGraph& Session::step_graph(int64_t n_tokens, bool all_logits) {
+  auto it = std::find_if(step_graphs_.begin(), step_graphs_.end(),
+                         [&](const auto& s) { return s->n_tokens == n_tokens && s->all_logits == all_logits; });
+  if (it != step_graphs_.end()) {
+    std::rotate(it, it + 1, step_graphs_.end());  // most recently used last
+    return *step_graphs_.back();
+  }
+  StepShape shape;
+  shape.n_tokens = n_tokens;
+  shape.kv_capacity = context_;
+  shape.all_logits = all_logits;
+  auto s = std::make_unique<StepGraph>(n_tokens, all_logits, build_decoder_graph(spec_, shape));
+  const Graph& g = s->graph.graph();
+  if (g.outputs().size() != 1 || g.value(g.outputs()[0]).dtype != DType::F32) {
+    fail(ErrorKind::Internal, "a decoder step must have one f32 output (its logits)");
+  }
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    if (std::holds_alternative<AttentionParams>(g.nodes()[i].params)) s->attention_nodes.push_back(static_cast<int>(i));
+  }
+  s->tokens = Tensor::host(DType::I32, Shape{n_tokens}, "tokens");
+  s->positions = Tensor::host(DType::I32, Shape{n_tokens}, "positions");
+  s->inputs = {{"tokens", s->tokens}, {"positions", s->positions}};
+  if (step_graphs_.size() == kKeptStepGraphs) step_graphs_.erase(step_graphs_.begin());
+  step_graphs_.push_back(std::move(s));
+  return *step_graphs_.back();
 }
 
 std::vector<float> Session::eval(std::span<const int32_t> tokens, std::span<const int32_t> positions, bool all_logits) {
@@ -38,27 +71,27 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, std::span<cons
       fail(ErrorKind::Usage, "token id {} is outside the vocabulary [0, {})", id, spec_.config.vocab);
     }
   }
-  StepShape step;
-  step.n_tokens = n;
-  step.kv_offset = n_past_;
-  step.kv_capacity = context_;
-  step.all_logits = all_logits;
-  const Graph graph = build_decoder_graph(spec_, step);
+  StepGraph& step = step_graph(n, all_logits);
+  for (int node : step.attention_nodes) {
+    AttentionParams p = std::get<AttentionParams>(step.graph.graph().nodes()[static_cast<size_t>(node)].params);
+    p.kv_offset = n_past_;
+    step.graph.set_params(node, p);
+  }
+  std::memcpy(step.tokens.data(), tokens.data(), tokens.size_bytes());
+  std::memcpy(step.positions.data(), positions.data(), positions.size_bytes());
 
-  Tensor tok = Tensor::host(DType::I32, Shape{n}, "tokens");
-  Tensor pos = Tensor::host(DType::I32, Shape{n}, "positions");
-  std::memcpy(tok.data(), tokens.data(), tokens.size_bytes());
-  std::memcpy(pos.data(), positions.data(), positions.size_bytes());
-  auto outputs = executor_.run(graph, {{"tokens", tok}, {"positions", pos}});
+  // The executor copies the logits from their device straight into the vector returned.
+  const Value& out = step.graph.graph().value(step.graph.graph().outputs()[0]);
+  std::vector<float> logits(static_cast<size_t>(out.shape.numel()));
+  Tensor into = Tensor::view(Storage::view(logits.data(), logits.size() * sizeof(float), nullptr), 0, out.dtype,
+                             out.shape, out.name);
+  executor_.run(step.graph, step.inputs, std::span<Tensor>(&into, 1));
 
   n_past_ += n;
   int32_t max_pos = positions[0];
   for (int32_t p : positions) max_pos = std::max(max_pos, p);
   next_pos_ = std::max<int64_t>(next_pos_, static_cast<int64_t>(max_pos) + 1);
-
-  const Tensor& logits = outputs.at("logits");
-  const float* data = logits.data_as<float>();
-  return std::vector<float>(data, data + logits.numel());
+  return logits;
 }
 
 }  // namespace ferry

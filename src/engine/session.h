@@ -1,8 +1,10 @@
 // A running model: the loaded weights, a KV cache per layer on that layer's device, and the
-// position bookkeeping. Builds each step's graph and hands it to the executor.
+// position bookkeeping. Builds a step's graph once per step shape and hands it to the executor,
+// which keeps its schedule: a decode step only advances the cache offset.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -37,12 +39,27 @@ class Session {
   const StateStore& states() const { return states_; }
 
  private:
+  // The graph of every step with this many tokens (and logits rows), kept with its input tensors;
+  // between steps only the attention ops' cache offset changes.
+  struct StepGraph {
+    StepGraph(int64_t n, bool all, Graph g) : n_tokens(n), all_logits(all), graph(std::move(g)) {}
+    int64_t n_tokens = 0;
+    bool all_logits = false;
+    PreparedGraph graph;
+    std::vector<int> attention_nodes;
+    Tensor tokens;     // [n_tokens] i32, rewritten every step
+    Tensor positions;  // [n_tokens] i32
+    Executor::Inputs inputs;
+  };
+  StepGraph& step_graph(int64_t n_tokens, bool all_logits);
+
   const ModelSpec& spec_;
   StateStore states_;
   Executor executor_;
   int64_t context_;
   int64_t n_past_ = 0;
   int64_t next_pos_ = 0;
+  std::vector<std::unique_ptr<StepGraph>> step_graphs_;  // the most recently used last
 };
 
 }  // namespace ferry

@@ -1,17 +1,38 @@
 #include "runtime/executor.h"
 
 #include <algorithm>
-#include <chrono>
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
-#include <map>
-#include <set>
 #include <utility>
 
 #include "core/error.h"
 #include "kernels/kernels.h"
+#include "runtime/run_plan.h"
 
 namespace ferry {
+
+// Everything a run of one prepared graph needs that does not change from run to run, and the
+// tensors of the run in progress. Built by Executor::make_plan for one executor and one generation
+// of its stores.
+struct ExecutablePlan {
+  uint64_t executor_id = 0;
+  uint64_t weights_generation = 0;
+  uint64_t states_generation = 0;
+  bool dropped_device_copies = false;
+
+  Schedule schedule;
+  RunPlan run;
+  std::vector<std::string> what;           // by step: what an allocation is for, for out-of-memory messages
+  std::vector<size_t> output_position;     // by step: for a copy to host, its index in graph.outputs()
+  std::vector<int32_t> input_slots;        // slots of the Input values that steps read
+  std::vector<Tensor> held;                // by slot: inputs and produced tensors, empty between runs
+  std::vector<Tensor*> tensor;             // by slot: &held[slot], or the stored weight/state tensor
+  std::vector<std::vector<Tensor*>> args;  // by step: a compute's input tensors, in node order
+  std::vector<Device*> devices;            // every device a step uses, ordered by id
+  RunStats stats;                          // all but the allocator peaks, which each run reads
+};
 
 const DeviceRunStats* RunStats::device(const std::string& name) const {
   for (const auto& d : devices) {
@@ -20,28 +41,31 @@ const DeviceRunStats* RunStats::device(const std::string& name) const {
   return nullptr;
 }
 
-Executor::Executor(Placement placement, const WeightStore& weights, StateStore& states)
-    : placement_(std::move(placement)), weights_(weights), states_(states) {
-  const char* env = std::getenv("FERRY_TRACE_DEVICES");
-  if (env != nullptr && std::string(env) == "1") trace_ = &std::cerr;
+PreparedGraph::PreparedGraph(Graph graph) : graph_(std::move(graph)) {
+  for (size_t id = 0; id < graph_.values().size(); ++id) {
+    if (graph_.values()[id].kind == ValueKind::Input) inputs_.push_back(static_cast<ValueId>(id));
+  }
 }
+PreparedGraph::PreparedGraph(PreparedGraph&&) noexcept = default;
+PreparedGraph& PreparedGraph::operator=(PreparedGraph&&) noexcept = default;
+PreparedGraph::~PreparedGraph() = default;
 
 namespace {
 
-// A tensor's identity during a run: a graph value at a location (nullptr: host memory).
-using Key = std::pair<ValueId, Device*>;
+uint64_t next_executor_id() {
+  static std::atomic<uint64_t> next{1};
+  return next.fetch_add(1);
+}
 
-std::string input_names(const Graph& graph) {
+std::string input_names(const Graph& graph, const std::vector<ValueId>& input_values) {
   std::string s;
-  for (const Value& v : graph.values()) {
-    if (v.kind == ValueKind::Input) s += (s.empty() ? "" : ", ") + v.name;
-  }
+  for (ValueId id : input_values) s += (s.empty() ? "" : ", ") + graph.value(id).name;
   return s.empty() ? std::string("(none)") : s;
 }
 
-void check_inputs(const Graph& graph, const std::unordered_map<std::string, Tensor>& inputs) {
-  for (const Value& v : graph.values()) {
-    if (v.kind != ValueKind::Input) continue;
+void check_inputs(const Graph& graph, const std::vector<ValueId>& input_values, const Executor::Inputs& inputs) {
+  for (ValueId id : input_values) {
+    const Value& v = graph.value(id);
     auto it = inputs.find(v.name);
     if (it == inputs.end() || !it->second.defined()) {
       fail(ErrorKind::Usage, "graph input '{}' ({} {}) is not supplied; supply a host tensor for it", v.name,
@@ -59,258 +83,268 @@ void check_inputs(const Graph& graph, const std::unordered_map<std::string, Tens
            dtype_name(t.dtype()), t.shape().str(), dtype_name(v.dtype), v.shape.str());
     }
   }
+  if (inputs.size() == input_values.size()) return;  // every input found, so no name is unknown
   for (const auto& [name, t] : inputs) {
     const ValueId id = graph.find(name);
     if (id == kNoValue || graph.value(id).kind != ValueKind::Input) {
       fail(ErrorKind::Usage, "'{}' is supplied as an input but the graph has no input of that name; its inputs are: {}",
-           name, input_names(graph));
+           name, input_names(graph, input_values));
     }
   }
 }
 
-size_t value_bytes(const Value& v) {
-  const auto bytes = dtype_bytes(v.dtype, static_cast<uint64_t>(v.shape.numel()));
-  if (!bytes) {
-    fail(ErrorKind::Shape, "value '{}' of shape {} does not fit dtype {}", v.name, v.shape.str(), dtype_name(v.dtype));
+void check_outputs(const Graph& graph, std::span<const Tensor> outputs) {
+  if (outputs.size() != graph.outputs().size()) {
+    fail(ErrorKind::Usage, "the graph has {} outputs but {} tensors are given to receive them", graph.outputs().size(),
+         outputs.size());
   }
-  return *bytes;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const Value& v = graph.value(graph.outputs()[i]);
+    const Tensor& t = outputs[i];
+    if (!t.defined() || t.device() != nullptr || t.dtype() != v.dtype || !(t.shape() == v.shape)) {
+      fail(ErrorKind::Usage, "graph output '{}' needs a host tensor of {} {} to receive it, but {} is given", v.name,
+           dtype_name(v.dtype), v.shape.str(),
+           t.defined() ? fmt::format("{} {} on {}", dtype_name(t.dtype()), t.shape().str(), t.device_name())
+                       : std::string("no tensor"));
+    }
+  }
 }
 
-std::string describe_reads(const std::vector<Tensor>& args) {
+std::string describe_reads(const std::vector<Tensor*>& args) {
   std::string s;
   for (size_t i = 0; i < args.size(); ++i) {
     if (i > 0) s += i + 1 == args.size() ? " and " : ", ";
-    s += fmt::format("{} on {}", args[i].name(), args[i].device_name());
+    s += fmt::format("{} on {}", args[i]->name(), args[i]->device_name());
   }
   return s;
 }
 
-// Where a value starts before any copy: host for inputs, its producer's device for results, the
-// stored tensor's device for weights and state.
-class Homes {
- public:
-  Homes(const Graph& graph, const std::vector<ScheduleStep>& steps, const WeightStore& weights,
-        const StateStore& states)
-      : graph_(graph), weights_(weights), states_(states), node_device_(graph.nodes().size(), nullptr) {
-    for (const auto& s : steps) {
-      if (const auto* c = std::get_if<ComputeStep>(&s)) node_device_[static_cast<size_t>(c->node)] = c->device;
-    }
-  }
-
-  Device* of(ValueId id) const {
-    const Value& v = graph_.value(id);
-    if (v.kind == ValueKind::Input) return nullptr;
-    if (v.kind == ValueKind::Result) return node_device_.at(static_cast<size_t>(v.producer));
-    const Tensor* t = v.kind == ValueKind::Weight ? weights_.find(v.name) : states_.find(v.name);
-    return t ? t->device() : nullptr;
-  }
-
- private:
-  const Graph& graph_;
-  const WeightStore& weights_;
-  const StateStore& states_;
-  std::vector<Device*> node_device_;
-};
-
-// Which tensor each step reads (the copy on the step's device if one was made, else the value where
-// it lives) and after which step each tensor is read for the last time.
-struct Lifetimes {
-  std::vector<std::vector<Key>> reads;
-  std::vector<std::vector<Key>> release_after;
-};
-
-Lifetimes plan_lifetimes(const Graph& graph, const std::vector<ScheduleStep>& steps, std::set<Key> exists,
-                         const Homes& homes) {
-  Lifetimes out;
-  out.reads.resize(steps.size());
-  out.release_after.resize(steps.size());
-  std::map<Key, size_t> last_use;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    std::vector<Key>& reads = out.reads[i];
-    Key produced{};
-    if (const auto* c = std::get_if<CopyStep>(&steps[i])) {
-      reads.push_back(Key{c->value, c->from});
-      produced = Key{c->value, c->to};
+// The statistics a run of `plan` reports, except the allocator peaks.
+RunStats stats_of(const RunPlan& plan, const std::vector<Device*>& devices) {
+  RunStats st;
+  for (Device* d : devices) st.devices.push_back(DeviceRunStats{d->name(), 0, 0});
+  for (const auto& step : plan.steps) {
+    if (const auto* c = std::get_if<CopyStep>(&step)) {
+      st.copies++;
+      st.bytes_moved += c->bytes;
+      if (c->from && c->to) {
+        st.device_copies++;
+        st.device_bytes_moved += c->bytes;
+      }
+      st.edges.push_back(
+          CopyRecord{c->value_name, c->consumer_name, location_name(c->from), location_name(c->to), c->bytes});
     } else {
-      const auto& cs = std::get<ComputeStep>(steps[i]);
-      const Node& node = graph.nodes()[static_cast<size_t>(cs.node)];
-      for (ValueId in : node.inputs) {
-        const Key local{in, cs.device};
-        reads.push_back(exists.count(local) ? local : Key{in, homes.of(in)});
-      }
-      produced = Key{node.output, cs.device};
-    }
-    for (const Key& k : reads) {
-      if (!exists.count(k)) {
-        fail(ErrorKind::Internal, "step {} reads '{}' on {}, which no earlier step produced", i,
-             graph.value(k.first).name, location_name(k.second));
-      }
-      last_use[k] = i;
-    }
-    if (produced.second != nullptr) {  // copies to host are results, not tensors of the run
-      exists.insert(produced);
-      last_use.emplace(produced, i);  // a result nobody reads is freed right away
+      const Device* d = std::get<ComputeStep>(step).device;
+      const auto at = std::find(devices.begin(), devices.end(), d) - devices.begin();
+      st.devices[static_cast<size_t>(at)].computes++;
     }
   }
-  for (const auto& [key, step] : last_use) out.release_after[step].push_back(key);
-  return out;
+  return st;
 }
 
-std::set<Device*> devices_of(const std::vector<ScheduleStep>& steps) {
-  std::set<Device*> devices;
+std::vector<Device*> devices_of(const std::vector<ScheduleStep>& steps) {
+  std::vector<Device*> devices;
+  const auto add = [&](Device* d) {
+    if (d != nullptr && std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
+  };
   for (const auto& s : steps) {
     if (const auto* c = std::get_if<CopyStep>(&s)) {
-      if (c->from) devices.insert(c->from);
-      if (c->to) devices.insert(c->to);
+      add(c->from);
+      add(c->to);
     } else {
-      devices.insert(std::get<ComputeStep>(s).device);
+      add(std::get<ComputeStep>(s).device);
     }
   }
+  std::sort(devices.begin(), devices.end(), [](const Device* a, const Device* b) { return a->id() < b->id(); });
   return devices;
 }
 
-// The tensors alive during one run and the two kinds of step.
-class StepRunner {
- public:
-  StepRunner(const Graph& graph, RunStats& stats, std::ostream* trace) : graph_(graph), stats_(stats), trace_(trace) {}
-
-  std::map<Key, Tensor>& env() { return env_; }
-  std::unordered_map<std::string, Tensor>& results() { return results_; }
-  std::map<Device*, DeviceRunStats>& per_device() { return per_device_; }
-
-  void copy(size_t step, const CopyStep& c, const Key& source) {
-    const Value& v = graph_.value(c.value);
-    const Tensor& src = env_.at(source);
-    const std::string what =
-        fmt::format("'{}' copied from {} for '{}'", v.name, location_name(c.from), c.consumer_name);
-    std::shared_ptr<Storage> storage = c.to ? Storage::allocate(*c.to, c.bytes, what) : Storage::host(c.bytes);
-    Tensor dst = Tensor::view(std::move(storage), 0, v.dtype, v.shape, v.name);
-    // The receiving device's threads do the work; a copy back to host uses the sender's.
-    kernels::copy(src, dst, c.to ? c.to->threads() : c.from->threads());
-    if (trace_ != nullptr) {
-      *trace_ << fmt::format("[trace] step {} copy {} -> {} {} -> {} {} B\n", step, v.name, c.consumer_name,
-                             location_name(c.from), location_name(c.to), c.bytes);
-    }
-    stats_.copies++;
-    stats_.bytes_moved += c.bytes;
-    if (c.from && c.to) {
-      stats_.device_copies++;
-      stats_.device_bytes_moved += c.bytes;
-    }
-    stats_.edges.push_back(CopyRecord{v.name, c.consumer_name, location_name(c.from), location_name(c.to), c.bytes});
-    if (c.to) {
-      env_.insert_or_assign(Key{c.value, c.to}, std::move(dst));
-    } else {
-      results_.insert_or_assign(v.name, std::move(dst));
-    }
-  }
-
-  void compute(const ComputeStep& cs, const std::vector<Key>& reads) {
-    const Node& node = graph_.nodes()[static_cast<size_t>(cs.node)];
-    const Value& out_value = graph_.value(node.output);
-    std::vector<Tensor> args;
-    args.reserve(reads.size());
-    for (const Key& k : reads) args.push_back(env_.at(k));
-    // Guards the scheduler: an op must never see a tensor from another device.
-    for (const Tensor& a : args) {
-      if (a.device() != cs.device) {
-        fail(ErrorKind::DeviceMismatch,
-             "op {} ({}) reads {}; it runs on {}, so all its inputs must be there. A cross-device copy is "
-             "missing: this is a bug in ferry's scheduler, please report it",
-             cs.node_name, op_name(cs.op), describe_reads(args), cs.device->name());
-      }
-    }
-    const std::string what = fmt::format("the output of op '{}' ({})", cs.node_name, op_name(cs.op));
-    Tensor out = Tensor::view(Storage::allocate(*cs.device, value_bytes(out_value), what), 0, out_value.dtype,
-                              out_value.shape, out_value.name);
-    std::vector<Tensor*> arg_ptrs;
-    for (Tensor& a : args) arg_ptrs.push_back(&a);
-    const auto start = std::chrono::steady_clock::now();
-    kernels::compute(node.op, node.params, arg_ptrs, out, cs.device->threads());
-    const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
-    DeviceRunStats& ds = per_device_[cs.device];
-    ds.computes++;
-    ds.compute_seconds += elapsed.count();
-    env_.insert_or_assign(Key{node.output, cs.device}, std::move(out));
-  }
-
- private:
-  const Graph& graph_;
-  RunStats& stats_;
-  std::ostream* trace_;
-  std::map<Key, Tensor> env_;
-  std::unordered_map<std::string, Tensor> results_;
-  std::map<Device*, DeviceRunStats> per_device_;
-};
+const Schedule kNoSchedule;
 
 }  // namespace
 
-std::unordered_map<std::string, Tensor> Executor::run(const Graph& graph,
-                                                      const std::unordered_map<std::string, Tensor>& inputs) {
-  check_inputs(graph, inputs);
-  states_.ensure(graph, placement_);
-  schedule_ = schedule(graph, placement_, weights_, states_);
-  stats_ = RunStats{};
+Executor::Executor(Placement placement, const WeightStore& weights, StateStore& states)
+    : id_(next_executor_id()), placement_(std::move(placement)), weights_(weights), states_(states) {
+  const char* env = std::getenv("FERRY_TRACE_DEVICES");
+  if (env != nullptr && std::string(env) == "1") trace_ = &std::cerr;
+}
 
-  std::vector<ScheduleStep> steps = schedule_.steps;
+const Schedule& Executor::last_schedule() const {
+  return last_plan_ ? last_plan_->schedule : kNoSchedule;
+}
+
+bool Executor::is_current(const ExecutablePlan& plan) const {
+  return plan.executor_id == id_ && plan.weights_generation == weights_.generation() &&
+         plan.states_generation == states_.generation() && plan.dropped_device_copies == drop_device_copies_;
+}
+
+std::shared_ptr<ExecutablePlan> Executor::make_plan(const Graph& graph) {
+  states_.ensure(graph, placement_);
+  auto p = std::make_shared<ExecutablePlan>();
+  p->executor_id = id_;
+  p->weights_generation = weights_.generation();
+  p->states_generation = states_.generation();
+  p->dropped_device_copies = drop_device_copies_;
+  p->schedule = schedule(graph, placement_, weights_, states_);
+
+  std::vector<ScheduleStep> steps = p->schedule.steps;
   if (drop_device_copies_) {
     std::erase_if(steps, [](const ScheduleStep& s) {
       const auto* c = std::get_if<CopyStep>(&s);
       return c != nullptr && c->from != nullptr && c->to != nullptr;
     });
   }
+  p->run = plan_run(graph, std::move(steps), p->schedule.homes);
+  const RunPlan& run = p->run;
 
-  StepRunner runner(graph, stats_, trace_);
-  // Where every value starts: inputs on host, weights and state where they are stored.
-  std::set<Key> initial;
-  for (size_t id = 0; id < graph.values().size(); ++id) {
-    const Value& v = graph.values()[id];
-    const auto vid = static_cast<ValueId>(id);
-    if (v.kind == ValueKind::Input) {
-      Tensor t = inputs.at(v.name);
-      t.set_name(v.name);
-      runner.env().emplace(Key{vid, nullptr}, std::move(t));
-      initial.insert(Key{vid, nullptr});
-    } else if (v.kind == ValueKind::Weight || v.kind == ValueKind::State) {
-      const Tensor* t = v.kind == ValueKind::Weight ? weights_.find(v.name) : states_.find(v.name);
-      if (t != nullptr) {
-        runner.env().emplace(Key{vid, t->device()}, *t);
-        initial.insert(Key{vid, t->device()});
-      }
-    }
-  }
-  const Lifetimes lifetimes = plan_lifetimes(graph, steps, initial, Homes(graph, steps, weights_, states_));
-
-  const std::set<Device*> devices = devices_of(steps);
-  for (Device* d : devices) {
-    d->allocator().reset_peak();
-    runner.per_device()[d].device = d->name();
-  }
-
-  for (size_t i = 0; i < steps.size(); ++i) {
-    if (const auto* c = std::get_if<CopyStep>(&steps[i])) {
-      runner.copy(i, *c, lifetimes.reads[i].at(0));
+  p->held.resize(run.slots.size());
+  p->tensor.resize(run.slots.size());
+  for (size_t s = 0; s < run.slots.size(); ++s) {
+    const Slot& slot = run.slots[s];
+    const Value& v = graph.value(slot.value);
+    if (slot.kind == SlotKind::Stored) {
+      // Kernels take every input as Tensor* because attention writes its cache inputs; weights are
+      // only read. The pointers stay valid while the stores' generations do (is_current).
+      p->tensor[s] = v.kind == ValueKind::Weight ? const_cast<Tensor*>(weights_.find(v.name)) : states_.find(v.name);
     } else {
-      runner.compute(std::get<ComputeStep>(steps[i]), lifetimes.reads[i]);
+      p->tensor[s] = &p->held[s];
+      if (slot.kind == SlotKind::Input) p->input_slots.push_back(static_cast<int32_t>(s));
     }
-    // Erasing a weight, state or input handle frees nothing: their owners keep them.
-    for (const Key& k : lifetimes.release_after[i]) runner.env().erase(k);
   }
 
-  // Outputs that are host inputs need no copy.
-  std::unordered_map<std::string, Tensor> results = std::move(runner.results());
-  for (ValueId id : graph.outputs()) {
-    const Value& v = graph.value(id);
-    if (v.kind == ValueKind::Input) results.insert_or_assign(v.name, inputs.at(v.name));
+  p->what.resize(run.steps.size());
+  p->output_position.resize(run.steps.size(), 0);
+  p->args.resize(run.steps.size());
+  for (size_t i = 0; i < run.steps.size(); ++i) {
+    if (const auto* c = std::get_if<CopyStep>(&run.steps[i])) {
+      if (c->to != nullptr) {
+        p->what[i] =
+            fmt::format("'{}' copied from {} for '{}'", c->value_name, location_name(c->from), c->consumer_name);
+      } else {
+        const auto& outs = graph.outputs();
+        p->output_position[i] = static_cast<size_t>(std::find(outs.begin(), outs.end(), c->value) - outs.begin());
+      }
+    } else {
+      const auto& cs = std::get<ComputeStep>(run.steps[i]);
+      p->what[i] = fmt::format("the output of op '{}' ({})", cs.node_name, op_name(cs.op));
+      for (int32_t slot : run.step_slots[i].reads) p->args[i].push_back(p->tensor[static_cast<size_t>(slot)]);
+    }
   }
-  std::vector<Device*> order(devices.begin(), devices.end());
-  std::sort(order.begin(), order.end(), [](const Device* a, const Device* b) { return a->id() < b->id(); });
-  for (Device* d : order) {
-    DeviceRunStats ds = runner.per_device()[d];
-    ds.peak_bytes = d->allocator().peak();
-    stats_.devices.push_back(ds);
+  p->devices = devices_of(run.steps);
+  p->stats = stats_of(run, p->devices);
+  return p;
+}
+
+void Executor::execute(PreparedGraph& prepared, const Inputs& inputs, std::span<Tensor> outputs) {
+  const Graph& graph = prepared.graph_;
+  bool planned = false;
+  if (!prepared.plan_ || !is_current(*prepared.plan_)) {
+    prepared.plan_ = make_plan(graph);
+    planned = true;
+  }
+  ExecutablePlan& p = *prepared.plan_;
+  if (last_plan_ != prepared.plan_) {
+    last_plan_ = prepared.plan_;
+    stats_from_last_plan_ = false;
+  }
+
+  try {
+    for (int32_t slot : p.input_slots) {
+      Tensor& t = p.held[static_cast<size_t>(slot)];
+      const Value& v = graph.value(p.run.slots[static_cast<size_t>(slot)].value);
+      t = inputs.at(v.name);
+      t.set_name(v.name);
+    }
+    for (Device* d : p.devices) d->allocator().reset_peak();
+
+    for (size_t i = 0; i < p.run.steps.size(); ++i) {
+      const StepSlots& io = p.run.step_slots[i];
+      if (const auto* c = std::get_if<CopyStep>(&p.run.steps[i])) {
+        const Value& v = graph.value(c->value);
+        const Tensor& src = *p.tensor[static_cast<size_t>(io.reads[0])];
+        Tensor* dst = nullptr;
+        if (c->to != nullptr) {
+          dst = &p.held[static_cast<size_t>(io.writes)];
+          *dst = Tensor::view(Storage::allocate(*c->to, c->bytes, p.what[i]), 0, v.dtype, v.shape, v.name);
+        } else {
+          dst = &outputs[p.output_position[i]];
+        }
+        // The receiving device's threads do the work; a copy back to host uses the sender's.
+        kernels::copy(src, *dst, c->to ? c->to->threads() : c->from->threads());
+        if (trace_ != nullptr) {
+          *trace_ << fmt::format("[trace] step {} copy {} -> {} {} -> {} {} B\n", i, v.name, c->consumer_name,
+                                 location_name(c->from), location_name(c->to), c->bytes);
+        }
+      } else {
+        const auto& cs = std::get<ComputeStep>(p.run.steps[i]);
+        const Node& node = graph.nodes()[static_cast<size_t>(cs.node)];
+        const std::vector<Tensor*>& args = p.args[i];
+        // Guards the scheduler: an op must never see a tensor from another device.
+        for (const Tensor* a : args) {
+          if (a->device() != cs.device) {
+            fail(ErrorKind::DeviceMismatch,
+                 "op {} ({}) reads {}; it runs on {}, so all its inputs must be there. A cross-device copy is "
+                 "missing: this is a bug in ferry's scheduler, please report it",
+                 cs.node_name, op_name(cs.op), describe_reads(args), cs.device->name());
+          }
+        }
+        const Value& v = graph.value(node.output);
+        Tensor& out = p.held[static_cast<size_t>(io.writes)];
+        out = Tensor::view(Storage::allocate(*cs.device, cs.bytes, p.what[i]), 0, v.dtype, v.shape, v.name);
+        kernels::compute(node.op, node.params, args, out, cs.device->threads());
+      }
+      // Dropping an input handle frees nothing: the caller keeps it.
+      for (int32_t slot : io.release_after) p.held[static_cast<size_t>(slot)] = Tensor();
+    }
+  } catch (...) {
+    for (Tensor& t : p.held) t = Tensor();  // back to weights and state only
+    stats_ = RunStats{};
+    stats_from_last_plan_ = false;
+    throw;
+  }
+
+  if (!stats_from_last_plan_) {
+    stats_ = p.stats;
+    stats_from_last_plan_ = true;
+  }
+  stats_.planned = planned;
+  for (size_t d = 0; d < p.devices.size(); ++d) stats_.devices[d].peak_bytes = p.devices[d]->allocator().peak();
+}
+
+std::unordered_map<std::string, Tensor> Executor::run(const Graph& graph, const Inputs& inputs) {
+  PreparedGraph prepared(graph);
+  check_inputs(graph, prepared.inputs_, inputs);
+  // Each output that lives on a device gets a host tensor for its copy (the first time it is listed);
+  // an output that is an input needs no copy.
+  const auto& ids = graph.outputs();
+  std::vector<Tensor> outputs(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Value& v = graph.value(ids[i]);
+    const bool first = std::find(ids.begin(), ids.end(), ids[i]) - ids.begin() == static_cast<std::ptrdiff_t>(i);
+    if (first && v.kind != ValueKind::Input) outputs[i] = Tensor::host(v.dtype, v.shape, v.name);
+  }
+  execute(prepared, inputs, outputs);
+  std::unordered_map<std::string, Tensor> results;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Value& v = graph.value(ids[i]);
+    results.emplace(v.name, v.kind == ValueKind::Input ? inputs.at(v.name) : outputs[i]);  // keeps the first
   }
   return results;
+}
+
+void Executor::run(PreparedGraph& prepared, const Inputs& inputs, std::span<Tensor> outputs) {
+  const Graph& graph = prepared.graph();
+  check_inputs(graph, prepared.inputs_, inputs);
+  check_outputs(graph, outputs);
+  execute(prepared, inputs, outputs);
+  // Outputs with no copy of their own: inputs (already on host) and repeats of an earlier output.
+  const auto& ids = graph.outputs();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Value& v = graph.value(ids[i]);
+    const size_t first = static_cast<size_t>(std::find(ids.begin(), ids.end(), ids[i]) - ids.begin());
+    const Tensor* src = v.kind == ValueKind::Input ? &inputs.at(v.name) : first < i ? &outputs[first] : nullptr;
+    if (src != nullptr) std::memmove(outputs[i].data(), src->data(), src->nbytes());
+  }
 }
 
 }  // namespace ferry

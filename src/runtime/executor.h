@@ -1,10 +1,14 @@
 // Runs a graph: schedules it, then executes the steps in order, each compute on its node's device
 // with that device's thread pool, each copy into a tensor allocated on the destination device.
 // Intermediates are freed after their last use, so each allocator's peak is what the step needs.
+// A PreparedGraph keeps its schedule and plan between runs, so a decode step plans nothing.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <ostream>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -28,9 +32,8 @@ struct CopyRecord {
 
 struct DeviceRunStats {
   std::string device;
-  size_t computes = 0;         // compute steps run there
-  double compute_seconds = 0;  // wall time of those steps
-  size_t peak_bytes = 0;       // allocator peak during the run (weights and state included)
+  size_t computes = 0;    // compute steps run there
+  size_t peak_bytes = 0;  // allocator peak during the run (weights and state included)
 };
 
 struct RunStats {
@@ -40,12 +43,40 @@ struct RunStats {
   size_t device_bytes_moved = 0;
   std::vector<CopyRecord> edges;        // in execution order
   std::vector<DeviceRunStats> devices;  // ordered by device id
+  bool planned = false;  // this run scheduled and planned its graph (false: a prepared graph's plan was reused)
 
   const DeviceRunStats* device(const std::string& name) const;  // nullptr if the run did not use it
 };
 
+struct ExecutablePlan;  // executor.cpp
+
+// A graph kept for repeated runs. Its first run schedules and plans it; later runs reuse that work
+// for as long as the loaded weights and state tensors stay the same (WeightStore::generation(),
+// StateStore::generation()) and it is run by the same executor. The structure is fixed; node
+// parameters may change between runs (e.g. AttentionParams::kv_offset, advanced every decode step).
+// Move-only: the plan holds the tensors of a run in progress.
+class PreparedGraph {
+ public:
+  explicit PreparedGraph(Graph graph);
+  PreparedGraph(PreparedGraph&&) noexcept;
+  PreparedGraph& operator=(PreparedGraph&&) noexcept;
+  ~PreparedGraph();
+
+  const Graph& graph() const { return graph_; }
+  // See Graph::set_params: the same kind of parameters, new values, used from the next run on.
+  void set_params(int node, OpParams params) { graph_.set_params(node, std::move(params)); }
+
+ private:
+  friend class Executor;
+  Graph graph_;
+  std::vector<ValueId> inputs_;  // the Input values, in graph order
+  std::shared_ptr<ExecutablePlan> plan_;
+};
+
 class Executor {
  public:
+  using Inputs = std::unordered_map<std::string, Tensor>;
+
   // Copies the placement; keeps references to the stores, which must outlive the executor. Tracing
   // starts enabled (to stderr) when the environment variable FERRY_TRACE_DEVICES is set to 1.
   Executor(Placement placement, const WeightStore& weights, StateStore& states);
@@ -53,12 +84,17 @@ class Executor {
 
   // `inputs` maps each Input value's name to a host tensor of the declared dtype and shape
   // (Error(Usage) naming the input otherwise). Creates missing state (StateStore::ensure), schedules
-  // and runs. Returns every graph output as a host tensor, by value name.
-  std::unordered_map<std::string, Tensor> run(const Graph& graph,
-                                              const std::unordered_map<std::string, Tensor>& inputs);
+  // and runs. Returns every graph output as a host tensor, by value name; an output that is an
+  // input is returned as the supplied tensor.
+  std::unordered_map<std::string, Tensor> run(const Graph& graph, const Inputs& inputs);
 
-  const RunStats& stats() const { return stats_; }             // of the last run
-  const Schedule& last_schedule() const { return schedule_; }  // of the last run
+  // The same for a prepared graph, planning only when its plan is missing or stale. Output i of the
+  // graph (graph.outputs()[i]) is written into outputs[i], which must be a host tensor of the
+  // output's dtype and shape, e.g. a view of the caller's buffer (Error(Usage) otherwise).
+  void run(PreparedGraph& graph, const Inputs& inputs, std::span<Tensor> outputs);
+
+  const RunStats& stats() const { return stats_; }  // of the last run
+  const Schedule& last_schedule() const;            // of the last run
 
   // One line per copy: "[trace] step S copy <value> -> <consumer> <from> -> <to> <bytes> B".
   // nullptr turns tracing off.
@@ -69,12 +105,19 @@ class Executor {
   void set_drop_device_copies_for_testing(bool drop) { drop_device_copies_ = drop; }
 
  private:
+  bool is_current(const ExecutablePlan& plan) const;
+  std::shared_ptr<ExecutablePlan> make_plan(const Graph& graph);
+  // Runs the steps; copies of graph outputs land in outputs[position of the output].
+  void execute(PreparedGraph& graph, const Inputs& inputs, std::span<Tensor> outputs);
+
+  const uint64_t id_;  // tells this executor's plans from another's
   Placement placement_;
   const WeightStore& weights_;
   StateStore& states_;
   std::ostream* trace_ = nullptr;
   bool drop_device_copies_ = false;
-  Schedule schedule_;
+  std::shared_ptr<const ExecutablePlan> last_plan_;  // of the last run, for last_schedule()
+  bool stats_from_last_plan_ = false;                // stats_ was filled from last_plan_
   RunStats stats_;
 };
 

@@ -92,9 +92,17 @@ class Scheduler {
       : graph_(graph), placement_(placement), weights_(weights), states_(states) {}
 
   Schedule run() {
-    const auto& nodes = graph_.nodes();
-    node_device_.resize(nodes.size(), nullptr);
-    for (size_t i = 0; i < nodes.size(); ++i) schedule_node(static_cast<int>(i));
+    // Inputs start on host, weights and state where they are stored; a result's home is set when
+    // its node is scheduled, before anything reads it.
+    homes_.assign(graph_.values().size(), nullptr);
+    for (size_t id = 0; id < homes_.size(); ++id) {
+      const Value& v = graph_.values()[id];
+      const Tensor* t = v.kind == ValueKind::Weight  ? weights_.find(v.name)
+                        : v.kind == ValueKind::State ? states_.find(v.name)
+                                                     : nullptr;
+      if (t != nullptr) homes_[id] = t->device();
+    }
+    for (size_t i = 0; i < graph_.nodes().size(); ++i) schedule_node(static_cast<int>(i));
     Schedule out;
     for (auto& pending : splits_) {
       Split sp = pending.split;
@@ -105,6 +113,7 @@ class Scheduler {
       out.splits.push_back(sp);
     }
     add_output_copies(out);
+    out.homes = std::move(homes_);
     return out;
   }
 
@@ -116,23 +125,6 @@ class Scheduler {
   };
 
   const std::string& module_name(int module) const { return graph_.modules().at(static_cast<size_t>(module)); }
-
-  // Where a value lives before any copy: host for inputs, its producer's device for results, the
-  // stored tensor's device for weights and state.
-  Device* home_of(ValueId id) const {
-    const Value& v = graph_.value(id);
-    switch (v.kind) {
-      case ValueKind::Input:
-        return nullptr;
-      case ValueKind::Result:
-        return node_device_.at(static_cast<size_t>(v.producer));
-      case ValueKind::Weight:
-        return weights_.find(v.name)->device();
-      case ValueKind::State:
-        return states_.find(v.name)->device();
-    }
-    return nullptr;
-  }
 
   void check_stored(const Value& v, const Tensor* t, const Node& node, const Value& out, Device& device) const {
     const char* what = v.kind == ValueKind::Weight ? "weight" : "state";
@@ -167,7 +159,7 @@ class Scheduler {
     const Node& node = graph_.nodes()[static_cast<size_t>(index)];
     const Value& out = graph_.value(node.output);
     Device& device = placement_.device_of(module_name(node.module));
-    node_device_[static_cast<size_t>(index)] = &device;
+    homes_[static_cast<size_t>(node.output)] = &device;
 
     std::vector<DType> dtypes;
     for (ValueId in : node.inputs) {
@@ -189,7 +181,7 @@ class Scheduler {
     }
     PendingSplit& split = splits_.back();
     for (ValueId in : node.inputs) {
-      Device* from = home_of(in);
+      Device* from = homes_[static_cast<size_t>(in)];
       if (from == &device || !copied_.emplace(in, &device).second) continue;
       const Value& v = graph_.value(in);
       const size_t bytes = value_bytes(v);
@@ -197,7 +189,7 @@ class Scheduler {
       split.split.n_copies++;
       split.split.input_bytes += bytes;
     }
-    split.computes.push_back(ComputeStep{index, out.name, node.op, &device});
+    split.computes.push_back(ComputeStep{index, out.name, node.op, &device, value_bytes(out)});
     split.split.n_nodes++;
   }
 
@@ -210,7 +202,7 @@ class Scheduler {
           (v.kind == ValueKind::State && !states_.find(v.name))) {
         fail(ErrorKind::Usage, "graph output '{}' is not loaded", v.name);
       }
-      Device* from = home_of(id);
+      Device* from = homes_[static_cast<size_t>(id)];
       if (from == nullptr) continue;  // already in host memory
       out.steps.emplace_back(CopyStep{id, v.name, from, nullptr, value_bytes(v), -1, "output"});
     }
@@ -220,7 +212,7 @@ class Scheduler {
   const Placement& placement_;
   const WeightStore& weights_;
   const StateStore& states_;
-  std::vector<Device*> node_device_;
+  std::vector<Device*> homes_;  // by ValueId
   std::set<std::pair<ValueId, Device*>> copied_;
   std::vector<PendingSplit> splits_;
 };

@@ -36,6 +36,7 @@ struct ComputeStep {
   std::string node_name;
   Op op = Op::Copy;
   Device* device = nullptr;
+  size_t bytes = 0;  // of the node's output
 };
 
 using ScheduleStep = std::variant<CopyStep, ComputeStep>;
@@ -54,6 +55,10 @@ struct Split {
 struct Schedule {
   std::vector<ScheduleStep> steps;  // in execution order; graph-output copies to host come last
   std::vector<Split> splits;
+  // Where each value lives before any copy, by ValueId: host (nullptr) for inputs, the producer's
+  // device for results, the stored tensor's device for weights and state (nullptr if not loaded and
+  // not read).
+  std::vector<Device*> homes;
 
   size_t n_splits() const { return splits.size(); }
   size_t n_copies() const;

@@ -28,7 +28,13 @@ void StateStore::ensure(const Graph& graph, const Placement& placement) {
     Tensor t = Tensor::empty(device, v.dtype, v.shape, v.name);
     std::memset(t.data(), 0, t.nbytes());
     states_.emplace(v.name, std::move(t));
+    generation_++;
   }
+}
+
+void StateStore::clear() {
+  states_.clear();
+  generation_++;
 }
 
 Tensor* StateStore::find(const std::string& name) {
@@ -39,20 +45,6 @@ Tensor* StateStore::find(const std::string& name) {
 const Tensor* StateStore::find(const std::string& name) const {
   auto it = states_.find(name);
   return it == states_.end() ? nullptr : &it->second;
-}
-
-size_t StateStore::bytes_on(const Device& device) const {
-  size_t total = 0;
-  for (const auto& [name, t] : states_) {
-    if (t.device() == &device) total += t.nbytes();
-  }
-  return total;
-}
-
-std::map<std::string, size_t> StateStore::bytes_by_device() const {
-  std::map<std::string, size_t> out;
-  for (const auto& [name, t] : states_) out[t.device_name()] += t.nbytes();
-  return out;
 }
 
 }  // namespace ferry

@@ -21,25 +21,17 @@ void WeightStore::add(const std::string& name, Tensor tensor) {
   }
   tensor.set_name(name);
   weights_.emplace(name, std::move(tensor));
+  generation_++;
+}
+
+void WeightStore::clear() {
+  weights_.clear();
+  generation_++;
 }
 
 const Tensor* WeightStore::find(const std::string& name) const {
   auto it = weights_.find(name);
   return it == weights_.end() ? nullptr : &it->second;
-}
-
-size_t WeightStore::bytes_on(const Device& device) const {
-  size_t total = 0;
-  for (const auto& [name, t] : weights_) {
-    if (t.device() == &device) total += t.nbytes();
-  }
-  return total;
-}
-
-std::map<std::string, size_t> WeightStore::bytes_by_device() const {
-  std::map<std::string, size_t> out;
-  for (const auto& [name, t] : weights_) out[t.device_name()] += t.nbytes();
-  return out;
 }
 
 namespace {

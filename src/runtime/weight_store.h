@@ -2,13 +2,14 @@
 // The store never moves a weight; materialize_weight() is how a weight reaches a device.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
-#include <unordered_map>
 
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/tensor.h"
+#include "runtime/tensor_map.h"
 
 namespace ferry {
 
@@ -20,13 +21,18 @@ class WeightStore {
   const Tensor* find(const std::string& name) const;  // nullptr if absent
 
   size_t size() const { return weights_.size(); }
-  size_t bytes_on(const Device& device) const;
-  std::map<std::string, size_t> bytes_by_device() const;  // device name -> bytes of weights there
-  const std::unordered_map<std::string, Tensor>& all() const { return weights_; }
-  void clear() { weights_.clear(); }
+  size_t bytes_on(const Device& device) const { return ferry::bytes_on(weights_, device); }
+  std::map<std::string, size_t> bytes_by_device() const { return ferry::bytes_by_device(weights_); }
+  const TensorMap& all() const { return weights_; }
+  void clear();
+
+  // Changes whenever a weight is added or freed: a plan that points at weights is valid while this
+  // stays the same.
+  uint64_t generation() const { return generation_; }
 
  private:
-  std::unordered_map<std::string, Tensor> weights_;
+  TensorMap weights_;
+  uint64_t generation_ = 0;
 };
 
 // Copies `source` (typically a host view of a memory-mapped checkpoint tensor) onto `device`,

@@ -1,17 +1,20 @@
-// Shared pieces of the runtime tests: a hand-made two-module model, its weights, and a naive
-// reference computation written independently of the kernels.
+// Shared pieces of the runtime tests: a hand-made two-module model and a one-layer attention model,
+// their weights, and naive reference computations written independently of the kernels.
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/device.h"
+#include "core/error.h"
 #include "core/half.h"
 #include "core/tensor.h"
 #include "graph/graph.h"
@@ -27,6 +30,25 @@ inline constexpr int64_t kVocab = 16;
 inline constexpr int64_t kHidden = 32;
 inline constexpr int kHeadDim = 8;
 inline constexpr float kEps = 1e-5f;
+
+inline DeviceId cpu(int i) {
+  return DeviceId{DeviceType::Cpu, i};
+}
+
+inline bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// The Error `fn` throws (a test failure if it throws none).
+inline Error error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "expected an Error";
+  return Error(ErrorKind::Internal, "none");
+}
 
 inline std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -170,6 +192,87 @@ inline void expect_close(const Tensor& got, const Rows& want, double tol) {
       ASSERT_NEAR(p[t * width + j], want[t][j], tol) << "row " << t << " col " << j;
     }
   }
+}
+
+// ---- a one-layer attention model with a KV cache ----
+
+inline constexpr int kHeads = 4, kKvHeads = 2;
+inline constexpr int64_t kCacheRows = 16;
+inline constexpr int64_t kKvWidth = kKvHeads * kHeadDim;
+
+struct AttnWeights {
+  std::vector<float> tok_embd = random_values(kVocab * kHidden, 11);
+  std::vector<float> wq = random_values(kHidden * kHidden, 12, 0.3f);
+  std::vector<float> wk = random_values(kKvWidth * kHidden, 13, 0.3f);
+  std::vector<float> wv = random_values(kKvWidth * kHidden, 14, 0.3f);
+};
+
+inline AttentionParams attn_params(int64_t kv_offset) {
+  return AttentionParams{kHeads, kKvHeads, kHeadDim, 1.0f / std::sqrt(static_cast<float>(kHeadDim)), kv_offset};
+}
+
+// "embed" (embedding) then "layer" (q/k/v projections + attention over its KV cache state).
+inline Graph attention_graph(int64_t tokens, int64_t kv_offset) {
+  Graph g;
+  GraphBuilder b(g);
+  const ValueId ids = g.input("ids", DType::I32, Shape{tokens});
+  b.set_module("embed");
+  const ValueId x = b.embedding(b.weight("embed.tok", DType::F32, Shape{kVocab, kHidden}), ids, "embed.out");
+  b.set_module("layer");
+  const ValueId q = b.matmul(x, b.weight("layer.wq", DType::F32, Shape{kHidden, kHidden}), kNoValue, "layer.q");
+  const ValueId k = b.matmul(x, b.weight("layer.wk", DType::F32, Shape{kKvWidth, kHidden}), kNoValue, "layer.k");
+  const ValueId v = b.matmul(x, b.weight("layer.wv", DType::F32, Shape{kKvWidth, kHidden}), kNoValue, "layer.v");
+  const ValueId kc = b.state("layer.k_cache", DType::F32, Shape{kCacheRows, kKvWidth});
+  const ValueId vc = b.state("layer.v_cache", DType::F32, Shape{kCacheRows, kKvWidth});
+  g.mark_output(b.attention(q, k, v, kc, vc, attn_params(kv_offset), "layer.attn"));
+  return g;
+}
+
+inline void load_attention_weights(WeightStore& store, const AttnWeights& w, Device& embed, Device& layer) {
+  store.add("embed.tok",
+            materialize_weight(host_f32(Shape{kVocab, kHidden}, w.tok_embd), embed, DType::F32, "embed.tok"));
+  store.add("layer.wq", materialize_weight(host_f32(Shape{kHidden, kHidden}, w.wq), layer, DType::F32, "layer.wq"));
+  store.add("layer.wk", materialize_weight(host_f32(Shape{kKvWidth, kHidden}, w.wk), layer, DType::F32, "layer.wk"));
+  store.add("layer.wv", materialize_weight(host_f32(Shape{kKvWidth, kHidden}, w.wv), layer, DType::F32, "layer.wv"));
+}
+
+// Causal GQA attention over all tokens at once (positions 0..T-1), from the definition in op.h.
+inline Rows naive_attention(const AttnWeights& w, const std::vector<int32_t>& ids) {
+  const auto H = static_cast<size_t>(kHidden);
+  Rows x(ids.size(), std::vector<double>(H));
+  for (size_t t = 0; t < ids.size(); ++t) {
+    for (size_t j = 0; j < H; ++j) x[t][j] = w.tok_embd[static_cast<size_t>(ids[t]) * H + j];
+  }
+  const Rows q = naive_matmul(x, w.wq, kHidden), k = naive_matmul(x, w.wk, kKvWidth),
+             v = naive_matmul(x, w.wv, kKvWidth);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(kHeadDim));
+  const size_t hd = kHeadDim;
+  Rows out(ids.size(), std::vector<double>(H, 0.0));
+  for (size_t t = 0; t < ids.size(); ++t) {
+    for (size_t h = 0; h < static_cast<size_t>(kHeads); ++h) {
+      const size_t kvh = h / (kHeads / kKvHeads);
+      std::vector<double> scores(t + 1);
+      double mx = -1e300;
+      for (size_t s = 0; s <= t; ++s) {
+        double dot = 0;
+        for (size_t d = 0; d < hd; ++d) dot += q[t][h * hd + d] * k[s][kvh * hd + d];
+        scores[s] = dot * scale;
+        mx = std::max(mx, scores[s]);
+      }
+      double sum = 0;
+      for (double& sc : scores) sum += (sc = std::exp(sc - mx));
+      for (size_t s = 0; s <= t; ++s) {
+        for (size_t d = 0; d < hd; ++d) out[t][h * hd + d] += scores[s] / sum * v[s][kvh * hd + d];
+      }
+    }
+  }
+  return out;
+}
+
+inline std::vector<float> rows_of(const Tensor& t, int64_t first, int64_t count) {
+  const auto width = static_cast<size_t>(t.dim(1));
+  const float* p = t.data_as<float>() + static_cast<size_t>(first) * width;
+  return std::vector<float>(p, p + static_cast<size_t>(count) * width);
 }
 
 }  // namespace ferry::testing

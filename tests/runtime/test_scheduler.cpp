@@ -7,23 +7,6 @@ using namespace ferry::testing;
 
 namespace {
 
-DeviceId cpu(int i) {
-  return DeviceId{DeviceType::Cpu, i};
-}
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-Error error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected an Error";
-  return Error(ErrorKind::Internal, "none");
-}
-
 // A step as a comparable line: "copy a.hidden cpu:0->cpu:1 512 for b.norm_out" or "compute b.out cpu:1".
 std::vector<std::string> lines(const Schedule& s) {
   std::vector<std::string> out;
@@ -88,6 +71,20 @@ TEST_F(ScheduleTwoModules, InsertsOneCountedCopyPerCrossingValue) {
   EXPECT_EQ(s.splits[1].end_step, 11u);
   EXPECT_EQ(s.splits[1].n_nodes, 5u);
   EXPECT_EQ(s.splits[1].input_bytes, 16 + 2 * kActivation);
+
+  // Where each value starts, and the size of what each node makes.
+  ASSERT_EQ(s.homes.size(), graph.values().size());
+  const auto home = [&](const char* name) { return s.homes[static_cast<size_t>(graph.find(name))]; };
+  EXPECT_EQ(home("ids"), nullptr);
+  EXPECT_EQ(home("a.tok_embd"), &d0);
+  EXPECT_EQ(home("b.proj"), &d1);
+  EXPECT_EQ(home("a.hidden"), &d0);
+  EXPECT_EQ(home("b.out"), &d1);
+  for (const auto& step : s.steps) {
+    if (const auto* c = std::get_if<ComputeStep>(&step)) {
+      EXPECT_EQ(c->bytes, kActivation) << c->node_name;
+    }
+  }
 
   const std::string d = s.describe();
   EXPECT_TRUE(contains(d, "2 splits, 5 copies")) << d;

@@ -9,10 +9,6 @@ using namespace ferry::testing;
 
 namespace {
 
-DeviceId cpu(int i) {
-  return DeviceId{DeviceType::Cpu, i};
-}
-
 std::string error_of(const std::function<void()>& fn, ErrorKind want) {
   try {
     fn();
@@ -22,10 +18,6 @@ std::string error_of(const std::function<void()>& fn, ErrorKind want) {
   }
   ADD_FAILURE() << "expected an Error(" << error_kind_name(want) << ")";
   return {};
-}
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
 }
 
 }  // namespace
@@ -87,9 +79,16 @@ TEST(WeightStore, RejectsHostTensorsDuplicatesAndImpossibleDtypes) {
   const Tensor host = host_f32(Shape{2, 40}, random_values(80, 1));
   std::string msg = error_of([&] { store.add("w", host); }, ErrorKind::Usage);
   EXPECT_TRUE(contains(msg, "'w'") && contains(msg, "host")) << msg;
+  EXPECT_EQ(store.generation(), 0u) << "a refused weight changes nothing";
   store.add("w", materialize_weight(host, dev, DType::F32, "w"));
+  const uint64_t generation = store.generation();
+  EXPECT_NE(generation, 0u);
   msg = error_of([&] { store.add("w", materialize_weight(host, dev, DType::F32, "w")); }, ErrorKind::Usage);
   EXPECT_TRUE(contains(msg, "'w'") && contains(msg, "twice")) << msg;
+  EXPECT_EQ(store.generation(), generation);
+  store.clear();
+  EXPECT_NE(store.generation(), generation);
+  EXPECT_EQ(dev.allocator().live(), 0u);
   // 40 is not a multiple of q8_0's 32-element block.
   msg = error_of([&] { materialize_weight(host, dev, DType::Q8_0, "odd"); }, ErrorKind::Shape);
   EXPECT_TRUE(contains(msg, "'odd'") && contains(msg, "q8_0")) << msg;
@@ -113,7 +112,9 @@ TEST(StateStore, AllocatesZeroedStateOnItsModulesDeviceAndKeepsIt) {
   g.state("layer.1.k_cache", DType::F32, Shape{8, 16}, g.module("layer.1"));
   const Placement p{{{"layer.0", &d0}, {"layer.1", &d1}}, nullptr};
   StateStore states;
+  const uint64_t empty = states.generation();
   states.ensure(g, p);
+  EXPECT_NE(states.generation(), empty);
   ASSERT_EQ(states.size(), 2u);
   const Tensor* k0 = states.find("layer.0.k_cache");
   const Tensor* k1 = states.find("layer.1.k_cache");
@@ -125,10 +126,12 @@ TEST(StateStore, AllocatesZeroedStateOnItsModulesDeviceAndKeepsIt) {
   EXPECT_EQ(states.bytes_by_device().at("cpu:0"), 8u * 16 * 4);
   EXPECT_EQ(d1.allocator().live(), 8u * 16 * 4);
 
-  // Existing state is kept (same memory, contents intact) on the next ensure.
+  // Existing state is kept (same memory, contents intact) on the next ensure, which changes nothing.
   k1->data_as<float>()[5] = 3.5f;
   void* before = k1->data();
+  const uint64_t generation = states.generation();
   states.ensure(g, p);
+  EXPECT_EQ(states.generation(), generation);
   EXPECT_EQ(states.find("layer.1.k_cache")->data(), before);
   EXPECT_EQ(states.find("layer.1.k_cache")->data_as<float>()[5], 3.5f);
   EXPECT_EQ(d1.allocator().live(), 8u * 16 * 4);
@@ -139,7 +142,9 @@ TEST(StateStore, AllocatesZeroedStateOnItsModulesDeviceAndKeepsIt) {
   const std::string msg = error_of([&] { states.ensure(longer, p); }, ErrorKind::Shape);
   EXPECT_TRUE(contains(msg, "layer.1.k_cache") && contains(msg, "[8, 16]") && contains(msg, "[16, 16]")) << msg;
 
+  const uint64_t before_clear = states.generation();
   states.clear();
+  EXPECT_NE(states.generation(), before_clear);
   EXPECT_EQ(states.size(), 0u);
   EXPECT_EQ(d1.allocator().live(), 0u);
   EXPECT_EQ(d0.allocator().live(), 0u);
