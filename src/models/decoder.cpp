@@ -1,5 +1,6 @@
 #include "models/decoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <unordered_set>
 
@@ -24,10 +25,22 @@ std::string v_cache_name(int layer) {
 }
 
 const ParamSpec* ModelSpec::find(LogicalTensor role, int layer) const {
-  for (const auto& m : modules) {
+  const auto in = [&](const ModuleSpec& m) -> const ParamSpec* {
     for (const auto& p : m.params) {
       if (p.role == role && p.layer == layer) return &p;
     }
+    return nullptr;
+  };
+  // A layer is one module, which make_decoder_spec puts at modules[layer + 1]: when that module is
+  // the layer's, it alone answers, so building a graph stays linear in the number of layers.
+  if (layer >= 0 && static_cast<size_t>(layer) + 1 < modules.size()) {
+    const ModuleSpec& m = modules[static_cast<size_t>(layer) + 1];
+    if (std::any_of(m.params.begin(), m.params.end(), [&](const ParamSpec& p) { return p.layer == layer; })) {
+      return in(m);
+    }
+  }
+  for (const auto& m : modules) {
+    if (const ParamSpec* p = in(m)) return p;
   }
   return nullptr;
 }

@@ -35,6 +35,8 @@ struct ModelSpec {
   ModelConfig config;
   std::vector<ModuleSpec> modules;  // in execution order
 
+  // The parameter of `role` in `layer` (-1: outside the repeating layers), nullptr if absent. All
+  // of a layer's parameters are in one module (the unit a plan places).
   const ParamSpec* find(LogicalTensor role, int layer = -1) const;
   uint64_t parameter_count() const;  // every parameter once (tied weights counted once)
 };
