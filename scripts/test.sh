@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${FERRY_SKIP_DEPS:-0}" != 1 ]; then ./scripts/install-deps.sh; fi
+./scripts/fetch-test-data.sh
 if [ "${1:-}" = "--sanitize" ]; then
   dir=build-asan
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DFERRY_SANITIZE=ON -DFERRY_BENCH=OFF >/dev/null
