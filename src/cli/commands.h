@@ -14,5 +14,8 @@ Runner add_logits(CLI::App& app);
 Runner add_inspect(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_plan(CLI::App& app);
+Runner add_tokenize(CLI::App& app);
+Runner add_template(CLI::App& app);
+Runner add_chat(CLI::App& app);
 
 }  // namespace ferry::cli

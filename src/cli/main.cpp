@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   runners["inspect"] = ferry::cli::add_inspect(app);
   runners["bench"] = ferry::cli::add_bench(app);
   runners["plan"] = ferry::cli::add_plan(app);
+  runners["tokenize"] = ferry::cli::add_tokenize(app);
+  runners["template"] = ferry::cli::add_template(app);
+  runners["chat"] = ferry::cli::add_chat(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
