@@ -23,9 +23,11 @@ const results = input.cases.map(({ template, context }) => {
   const t = parsed[template];
   if (t.error) return { ok: false, error: t.error };
   try {
-    return { ok: true, output: t.template.render(context) };
+    // A lone surrogate (from indexing into a character outside the BMP) becomes U+FFFD, as it
+    // does whenever the output is written as UTF-8.
+    return { ok: true, output: t.template.render(context).toWellFormed() };
   } catch (e) {
-    return { ok: false, error: `render: ${e && e.message}` };
+    return { ok: false, error: `render: ${e && e.message}`.toWellFormed() };
   }
 });
 writeFileSync(outPath, JSON.stringify(results));

@@ -149,14 +149,28 @@ std::vector<std::vector<Expected>> run_reference() {
   const auto& ts = templates_under_test();
   const auto& cs = conversations();
   if (ts.empty()) return {};
+  std::vector<std::string> sources;
+  std::vector<std::pair<size_t, ojson>> cases;
+  for (size_t ti = 0; ti < ts.size(); ++ti) {
+    sources.push_back(ts[ti].source);
+    for (const auto& c : cs) cases.emplace_back(ti, c.context);
+  }
+  const std::vector<Expected> flat = render_with_reference(sources, cases);
+  if (flat.size() != cases.size()) return {};
+  std::vector<std::vector<Expected>> out(ts.size());
+  for (size_t k = 0; k < flat.size(); ++k) out[k / cs.size()].push_back(flat[k]);
+  return out;
+}
+
+}  // namespace
+
+std::vector<Expected> render_with_reference(const std::vector<std::string>& templates,
+                                            const std::vector<std::pair<size_t, ojson>>& cases) {
   TempDir dir("chat_reference");
   ojson input = ojson::object();
-  input["templates"] = ojson::array();
-  for (const auto& t : ts) input["templates"].push_back(t.source);
+  input["templates"] = templates;
   input["cases"] = ojson::array();
-  for (size_t ti = 0; ti < ts.size(); ++ti) {
-    for (const auto& c : cs) input["cases"].push_back(ojson{{"template", ti}, {"context", c.context}});
-  }
+  for (const auto& [t, variables] : cases) input["cases"].push_back(ojson{{"template", t}, {"context", variables}});
   const std::string in_path = dir.write_text("cases.json", input.dump());
   const std::string out_path = dir.file("expected.json");
   const std::string jinja = test_data_path("node_modules/@huggingface/jinja");
@@ -168,25 +182,20 @@ std::vector<std::vector<Expected>> run_reference() {
     return {};
   }
   const auto results = nlohmann::json::parse(read_file(out_path));
-  std::vector<std::vector<Expected>> out(ts.size());
-  size_t k = 0;
-  for (size_t ti = 0; ti < ts.size(); ++ti) {
-    for (size_t ci = 0; ci < cs.size(); ++ci, ++k) {
-      const auto& r = results.at(k);
-      Expected e;
-      e.ok = r.at("ok").get<bool>();
-      if (e.ok) {
-        e.output = r.at("output").get<std::string>();
-      } else {
-        e.error = r.at("error").get<std::string>();
-      }
-      out[ti].push_back(std::move(e));
+  std::vector<Expected> out;
+  for (const auto& r : results) {
+    Expected e;
+    e.ok = r.at("ok").get<bool>();
+    if (e.ok) {
+      e.output = r.at("output").get<std::string>();
+    } else {
+      e.error = r.at("error").get<std::string>();
     }
+    out.push_back(std::move(e));
   }
+  if (out.size() != cases.size()) ADD_FAILURE() << "the reference renderer returned " << out.size() << " results";
   return out;
 }
-
-}  // namespace
 
 const std::vector<TemplateUnderTest>& templates_under_test() {
   static const std::vector<TemplateUnderTest> templates = find_templates();

@@ -38,4 +38,9 @@ const std::vector<Conversation>& conversations();
 // The reference's result for template t and conversation c: expected()[t][c].
 const std::vector<std::vector<Expected>>& reference_renders();
 
+// Runs the reference renderer (node + tests/chat/oracle.mjs) on `cases`: (index into
+// `templates`, render variables). Fails the calling test and returns nothing when node fails.
+std::vector<Expected> render_with_reference(const std::vector<std::string>& templates,
+                                            const std::vector<std::pair<size_t, nlohmann::ordered_json>>& cases);
+
 }  // namespace ferry::testing
