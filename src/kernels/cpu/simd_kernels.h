@@ -25,9 +25,15 @@
 
 namespace ferry::kernels::cpu::simd {
 
-// y for rows [m0, m0 + MR) and outputs [n0, n0 + NR).
+// Requests the cache line at p into L1 ahead of its use.
+inline void prefetch_line(const uint8_t* p) {
+  __builtin_prefetch(p, 0, 3);
+}
+
+// y for rows [m0, m0 + MR) and outputs [n0, n0 + NR). When `ahead` is set, the NR weight rows
+// starting there are prefetched while this tile's rows are read, line for line (see matmul_typed).
 template <class S, DType T, int MR, int NR>
-void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0) {
+void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0, const uint8_t* ahead = nullptr) {
   using V = typename S::V;
   V acc[MR][NR];
   for (int m = 0; m < MR; ++m) {
@@ -57,6 +63,13 @@ void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0) {
           minus_8_xsum[m] = S::mul(xsum, S::set1(-8.0f));
         }
       }
+      if (ahead != nullptr) {
+        // A block is 18 or 34 bytes: prefetch the line holding the block's last byte.
+        constexpr size_t kBlockBytes = T == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+        for (int n = 0; n < NR; ++n) {
+          prefetch_line(ahead + static_cast<size_t>(n) * a.w_row_bytes + (b + 1) * kBlockBytes - 1);
+        }
+      }
       for (int n = 0; n < NR; ++n) {
         V q[kChunks];
         const V d = S::template load_block_q<T>(w[n], b, q, a.f16_table);
@@ -74,7 +87,12 @@ void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0) {
       }
     }
   } else {
+    constexpr int64_t kChunkBytes = S::W * (T == DType::F32 ? 4 : 2);
+    static_assert(64 % kChunkBytes == 0 || kChunkBytes % 64 == 0, "chunks tile cache lines");
     for (int64_t c = 0; c < full; ++c) {
+      if (ahead != nullptr && (c * kChunkBytes) % 64 == 0) {
+        for (int n = 0; n < NR; ++n) prefetch_line(ahead + static_cast<size_t>(n) * a.w_row_bytes + c * kChunkBytes);
+      }
       V wv[NR];
       for (int n = 0; n < NR; ++n) wv[n] = S::template load_w<T>(w[n], c);
       for (int m = 0; m < MR; ++m) {
@@ -124,9 +142,23 @@ void matmul_rows(const MatmulArgs& a, int64_t m_begin, int64_t m_end, int64_t n0
 
 // The x rows of one block stay in L2 while every weight tile of [n_begin, n_end) streams past
 // them, so each weight tile is read and converted once per block of rows, not once per row.
+//
+// A single row (decode) streams every weight once and is bound by memory. Its tile reads NR rows
+// in lockstep, NR streams that each end after one row: with rows of a few KiB, the hardware
+// prefetcher, which learns a stream anew in every 4 KiB page, is still ramping up when a stream
+// ends. So each tile prefetches the next tile's rows into L1 as it reads its own.
 template <class S, DType T, int NR, int MR_MAX>
 void matmul_typed(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   static_assert(MR_MAX >= 1 && MR_MAX <= 4, "row tiles of 1 to 4");
+  if (a.M == 1) {
+    int64_t n = n_begin;
+    for (; n + NR <= n_end; n += NR) {
+      const bool next_is_tile = n + 2 * NR <= n_end;
+      matmul_tile<S, T, 1, NR>(a, 0, n, next_is_tile ? a.w + static_cast<size_t>(n + NR) * a.w_row_bytes : nullptr);
+    }
+    for (; n < n_end; ++n) matmul_tile<S, T, 1, 1>(a, 0, n);
+    return;
+  }
   constexpr int64_t kBlockBytes = 256 * 1024;
   int64_t rows_per_block = kBlockBytes / (a.K * static_cast<int64_t>(sizeof(float)));
   rows_per_block = rows_per_block < MR_MAX ? MR_MAX : rows_per_block / MR_MAX * MR_MAX;
