@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <new>
 
 #include "core/error.h"
@@ -12,21 +13,27 @@ namespace ferry {
 
 DeviceId DeviceId::parse(std::string_view text) {
   const auto fail_parse = [&]() -> DeviceId {
-    fail(ErrorKind::Usage, "unknown device '{}': expected cpu:N (for example cpu:0, cpu:1)", text);
+    fail(ErrorKind::Usage,
+         "unknown device '{}': expected cpu:N (for example cpu:0, cpu:1), or cuda:N as a planning target", text);
   };
   const size_t colon = text.find(':');
-  std::string_view type = text.substr(0, colon);
-  if (type != "cpu") return fail_parse();
-  if (colon == std::string_view::npos) return DeviceId{DeviceType::Cpu, 0};
+  std::string_view type_name = text.substr(0, colon);
+  DeviceType type = DeviceType::Cpu;
+  if (type_name == "cuda") {
+    type = DeviceType::Cuda;
+  } else if (type_name != "cpu") {
+    return fail_parse();
+  }
+  if (colon == std::string_view::npos) return DeviceId{type, 0};
   std::string_view idx = text.substr(colon + 1);
   int index = -1;
   auto [ptr, ec] = std::from_chars(idx.data(), idx.data() + idx.size(), index);
   if (ec != std::errc() || ptr != idx.data() + idx.size() || index < 0 || index > 4095) return fail_parse();
-  return DeviceId{DeviceType::Cpu, index};
+  return DeviceId{type, index};
 }
 
 std::string DeviceId::str() const {
-  return fmt::format("cpu:{}", index);
+  return fmt::format("{}:{}", type == DeviceType::Cuda ? "cuda" : "cpu", index);
 }
 
 Allocator::Allocator(std::string device_name, size_t budget) : device_name_(std::move(device_name)), budget_(budget) {}
@@ -122,6 +129,15 @@ std::vector<DeviceSpec> parse_device_list(std::string_view text) {
     std::string_view item = text.substr(start, comma - start);
     if (item.empty()) fail(ErrorKind::Usage, "empty entry in the device list '{}'", text);
     DeviceSpec spec;
+    if (const size_t at = item.find('@'); at != std::string_view::npos) {
+      const std::string_view count = item.substr(at + 1);
+      auto [ptr, ec] = std::from_chars(count.data(), count.data() + count.size(), spec.threads);
+      if (ec != std::errc() || ptr != count.data() + count.size() || spec.threads < 1 || spec.threads > 1024) {
+        fail(ErrorKind::Usage, "'{}' in the device list: '@{}' is not a thread count (write e.g. cpu:0=6GiB@2)", item,
+             count);
+      }
+      item = item.substr(0, at);
+    }
     const size_t eq = item.find('=');
     spec.id = DeviceId::parse(item.substr(0, eq));
     if (eq != std::string_view::npos) spec.budget = parse_byte_size(item.substr(eq + 1));
@@ -134,11 +150,48 @@ std::vector<DeviceSpec> parse_device_list(std::string_view text) {
   return specs;
 }
 
+std::vector<DeviceSpec> default_devices() {
+  std::vector<DeviceSpec> specs;
+  for (int node = 0; node < 1024; ++node) {
+    std::ifstream meminfo(fmt::format("/sys/devices/system/node/node{}/meminfo", node));
+    if (!meminfo) break;
+    // "Node 0 MemTotal:       24567890 kB"
+    std::string line;
+    size_t kib = 0;
+    while (std::getline(meminfo, line)) {
+      const size_t at = line.find("MemTotal:");
+      if (at == std::string::npos) continue;
+      kib = static_cast<size_t>(std::strtoull(line.c_str() + at + 9, nullptr, 10));
+      break;
+    }
+    specs.push_back(DeviceSpec{DeviceId{DeviceType::Cpu, node}, kib > 0 ? kib * 1024 : Allocator::kUnlimited, 0});
+  }
+  if (specs.empty()) specs.push_back(DeviceSpec{DeviceId{DeviceType::Cpu, 0}, Allocator::kUnlimited, 0});
+  return specs;
+}
+
+std::string format_device_list(const std::vector<DeviceSpec>& specs) {
+  std::string out;
+  for (const auto& s : specs) {
+    if (!out.empty()) out += ',';
+    out += s.id.str();
+    if (s.budget != Allocator::kUnlimited) out += fmt::format("={}", s.budget);
+    if (s.threads > 0) out += fmt::format("@{}", s.threads);
+  }
+  return out;
+}
+
 DeviceSet::DeviceSet(const std::vector<DeviceSpec>& specs, int total_threads) {
   if (specs.empty()) fail(ErrorKind::Usage, "no devices given");
   const int n = static_cast<int>(specs.size());
   const int share = std::max(1, total_threads / n);
   for (const auto& s : specs) {
+    if (s.id.type != DeviceType::Cpu) {
+      fail(ErrorKind::Unsupported,
+           "{} is a planning target only: ferry has no kernels for it in this build; run on cpu:N devices, or use "
+           "`ferry plan` to plan for {}",
+           s.id.str(), s.id.str());
+    }
     devices_.push_back(std::make_unique<Device>(s.id, s.budget, s.threads > 0 ? s.threads : share));
   }
 }

@@ -14,9 +14,11 @@
 
 namespace ferry {
 
-enum class DeviceType : uint8_t { Cpu };
+// Cpu devices run here. Cuda devices exist only as planning targets (`ferry plan --devices
+// cuda:0=24GiB,...`): ferry has no CUDA kernels, and DeviceSet refuses to create one.
+enum class DeviceType : uint8_t { Cpu, Cuda };
 
-// A value type naming a device: "cpu:0", "cpu:1", ... Comparable and hashable.
+// A value type naming a device: "cpu:0", "cpu:1", "cuda:0", ... Comparable and hashable.
 struct DeviceId {
   DeviceType type = DeviceType::Cpu;
   int index = 0;
@@ -81,13 +83,23 @@ struct DeviceSpec {
   int threads = 0;  // 0: decided by the caller
 };
 
-// Parses "cpu:0=6GiB,cpu:1=6GiB" or "cpu:0,cpu:1" (budgets optional). Duplicate ids are an error.
+// Parses "cpu:0=6GiB,cpu:1=6GiB" or "cpu:0,cpu:1" (budgets optional), each entry optionally ending
+// in "@N" for that device's worker threads ("cpu:0=6GiB@2"). Duplicate ids are an error.
 std::vector<DeviceSpec> parse_device_list(std::string_view text);
+
+// The devices to use when none are given: one CPU device per NUMA node, each with its node's
+// memory as budget (read from /sys/devices/system/node), or one unlimited cpu:0 when that is
+// unavailable.
+std::vector<DeviceSpec> default_devices();
+
+// "cpu:0=6GiB@2,cpu:1": the inverse of parse_device_list (unlimited budgets and default threads omitted).
+std::string format_device_list(const std::vector<DeviceSpec>& specs);
 
 // Owns the devices of one run.
 class DeviceSet {
  public:
-  // Threads: a spec's own count, else total_threads split evenly (at least one each).
+  // Threads: a spec's own count, else total_threads split evenly (at least one each). Only CPU
+  // devices can be created (Error(Unsupported) for others: they are planning targets).
   DeviceSet(const std::vector<DeviceSpec>& specs, int total_threads);
   size_t size() const { return devices_.size(); }
   Device& at(size_t i) { return *devices_.at(i); }
