@@ -60,6 +60,29 @@ void read_generation_ids(ModelConfig& c, const nlohmann::json& config, const nlo
   }
 }
 
+// GLM-4V's EVA2-CLIP tower; its hyper-parameters sit in config.json's "vision_config".
+VisionConfig glm4v_vision_from_hf(const nlohmann::json& j, const nlohmann::json& v, const std::string& s) {
+  if (!v.is_object()) fail(ErrorKind::Config, "{}: vision_config must be an object", s);
+  const std::string vs = s + " (vision_config)";
+  VisionConfig c;
+  c.n_layer = to_int(json_int(v, "num_hidden_layers", vs, "the vision tower's depth"), "num_hidden_layers", vs);
+  c.hidden = to_int(json_int(v, "hidden_size", vs, "the vision tower's width"), "hidden_size", vs);
+  c.n_head = to_int(json_int(v, "num_heads", vs, "the vision tower's attention"), "num_heads", vs);
+  c.ffn = to_int(json_int(v, "intermediate_size", vs, "the vision MLP width"), "intermediate_size", vs);
+  c.patch = to_int(json_int(v, "patch_size", vs, "the patch size"), "patch_size", vs);
+  c.image_size = to_int(json_int(v, "image_size", vs, "the input image size"), "image_size", vs);
+  c.in_channels = to_int(json_opt_int(v, "in_channels", vs).value_or(3), "in_channels", vs);
+  c.n_positions = to_int(json_int(v, "num_positions", vs, "the learned positions"), "num_positions", vs);
+  c.norm_eps = static_cast<float>(json_opt_float(v, "layer_norm_eps", vs).value_or(1e-6));
+  c.scaling_factor = static_cast<float>(json_opt_float(v, "scaling_factor", vs).value_or(8.0));
+  c.boi_id = to_int(json_int(j, "boi_token_id", s, "GLM-4V's begin-of-image token"), "boi_token_id", s);
+  c.eoi_id = to_int(json_int(j, "eoi_token_id", s, "GLM-4V's end-of-image token"), "eoi_token_id", s);
+  if (const std::string act = json_opt_string(v, "hidden_act", vs).value_or("gelu"); act != "gelu") {
+    fail(ErrorKind::Unsupported, "{}: vision hidden_act '{}' is not supported (GLM-4V uses gelu)", vs, act);
+  }
+  return c;
+}
+
 ModelConfig chatglm_from_hf(const nlohmann::json& j, const std::string& s) {
   ModelConfig c;
   c.family = Family::ChatGlm;
@@ -101,6 +124,7 @@ ModelConfig chatglm_from_hf(const nlohmann::json& j, const std::string& s) {
   c.rope_style = RopeStyle::Adjacent;
   c.rope_theta = static_cast<float>(10000.0 * json_opt_float(j, "rope_ratio", s).value_or(1.0));
   c.tied_embeddings = false;
+  if (auto it = j.find("vision_config"); it != j.end() && !it->is_null()) c.vision = glm4v_vision_from_hf(j, *it, s);
   return c;
 }
 

@@ -17,6 +17,12 @@ std::string layer_module(int layer) {
 std::string head_module() {
   return "head";
 }
+std::string vision_module() {
+  return "vision";
+}
+std::string projector_module() {
+  return "projector";
+}
 std::string k_cache_name(int layer) {
   return fmt::format("layers.{}.k_cache", layer);
 }
@@ -31,10 +37,11 @@ const ParamSpec* ModelSpec::find(LogicalTensor role, int layer) const {
     }
     return nullptr;
   };
-  // A layer is one module, which make_decoder_spec puts at modules[layer + 1]: when that module is
-  // the layer's, it alone answers, so building a graph stays linear in the number of layers.
-  if (layer >= 0 && static_cast<size_t>(layer) + 1 < modules.size()) {
-    const ModuleSpec& m = modules[static_cast<size_t>(layer) + 1];
+  // A layer is one module, which make_decoder_spec puts at modules[first_layer + layer]: when that
+  // module is the layer's, it alone answers, so building a graph stays linear in the number of layers.
+  const size_t at = static_cast<size_t>(first_layer) + static_cast<size_t>(layer);
+  if (layer >= 0 && first_layer >= 0 && at < modules.size()) {
+    const ModuleSpec& m = modules[at];
     if (std::any_of(m.params.begin(), m.params.end(), [&](const ParamSpec& p) { return p.layer == layer; })) {
       return in(m);
     }
@@ -61,7 +68,10 @@ namespace {
 // Collects the parameters of one module, remembering every problem so the error lists them all.
 class SpecCollector {
  public:
-  SpecCollector(const ModelConfig& config, const TensorLookup& lookup) : config_(config), lookup_(lookup) {}
+  // With `assumed` set, every tensor is taken to exist with the expected shape in that dtype (a
+  // spec from config.json alone, for planning); `lookup` is not called.
+  SpecCollector(const ModelConfig& config, const TensorLookup& lookup, std::optional<DType> assumed)
+      : config_(config), lookup_(lookup), assumed_(assumed) {}
 
   void add(ModuleSpec& module, LogicalTensor role, int layer, const Shape& expected, bool optional = false) {
     const auto name = tensor_name(config_.layout, role, layer);
@@ -72,10 +82,16 @@ class SpecCollector {
       }
       return;
     }
-    const auto stored = lookup_(*name);
+    add_named(module, *name, role, layer, expected, optional);
+  }
+
+  // A tensor outside the logical-tensor table (the vision tower's), by its checkpoint name.
+  void add_named(ModuleSpec& module, const std::string& name, LogicalTensor role, int layer, const Shape& expected,
+                 bool optional = false) {
+    const auto stored = assumed_ ? std::optional<StoredTensor>(assumed_tensor(expected)) : lookup_(name);
     if (!stored) {
       if (!optional) {
-        if (missing_.size() < kMissingShown) missing_.push_back(*name);
+        if (missing_.size() < kMissingShown) missing_.push_back(name);
         ++n_missing_;
       }
       return;
@@ -84,17 +100,23 @@ class SpecCollector {
     const bool vector_ok = expected.rank == 1 && stored->shape.numel() == expected[0];
     if (!(stored->shape == expected) && !vector_ok) {
       problems_.push_back(
-          fmt::format("tensor '{}' has shape {}, but the config needs {}", *name, stored->shape.str(), expected.str()));
+          fmt::format("tensor '{}' has shape {}, but the config needs {}", name, stored->shape.str(), expected.str()));
       return;
     }
     ParamSpec p;
-    p.name = *name;
+    p.name = name;
     p.role = role;
-    p.layer = layer_class(role) == LayerClass::Repeating ? layer : -1;
+    p.layer = role != LogicalTensor::Count && layer_class(role) == LayerClass::Repeating ? layer : -1;
     p.stored_dtype = stored->dtype;
     p.compute_dtype = expected.rank == 1 ? DType::F32 : stored->dtype;
     p.shape = expected;
     module.params.push_back(std::move(p));
+  }
+
+  StoredTensor assumed_tensor(const Shape& expected) const {
+    const bool whole_blocks =
+        expected.rank > 0 && expected[expected.rank - 1] % dtype_traits(*assumed_).block_size == 0;
+    return StoredTensor{whole_blocks ? *assumed_ : DType::F16, expected};
   }
 
   bool has(LogicalTensor role, int layer = 0) const {
@@ -123,6 +145,7 @@ class SpecCollector {
  private:
   const ModelConfig& config_;
   const TensorLookup& lookup_;
+  std::optional<DType> assumed_;
   static constexpr size_t kMissingShown = 12;
   std::vector<std::string> missing_;  // the first kMissingShown
   size_t n_missing_ = 0;
@@ -143,11 +166,61 @@ int count_layers(const ModelConfig& config, const TensorLookup& lookup) {
 
 }  // namespace
 
-ModelSpec make_decoder_spec(const ModelConfig& config, const TensorLookup& lookup, const std::string& source) {
+namespace {
+
+// GLM-4V's EVA2-CLIP tower (THUDM visual.py names): the patch embedding and the transformer are one
+// unit, "vision"; what maps its output into the text's width (2x2 conv, GLU, boi/eoi) is "projector".
+void add_vision_modules(ModelSpec& spec, SpecCollector& c) {
+  const VisionConfig& v = spec.config.vision;
+  const int64_t D = v.hidden;
+  const int64_t H = spec.config.hidden;
+  const int64_t F = spec.config.ffn;
+  const std::string root = "transformer.vision.";
+  const auto vec = [](int64_t n) { return Shape{n}; };
+  ModuleSpec tower{vision_module(), {}, 0};
+  const std::string pe = root + "patch_embedding.";
+  c.add_named(tower, pe + "proj.weight", LogicalTensor::Count, -1, Shape{D, v.in_channels, v.patch, v.patch});
+  c.add_named(tower, pe + "proj.bias", LogicalTensor::Count, -1, vec(D));
+  c.add_named(tower, pe + "cls_embedding", LogicalTensor::Count, -1, Shape{1, D});
+  c.add_named(tower, pe + "position_embedding.weight", LogicalTensor::Count, -1, Shape{v.n_positions, D});
+  for (int l = 0; l < v.n_layer; ++l) {
+    const std::string p = fmt::format("{}transformer.layers.{}.", root, l);
+    c.add_named(tower, p + "input_layernorm.weight", LogicalTensor::Count, -1, vec(D));
+    c.add_named(tower, p + "input_layernorm.bias", LogicalTensor::Count, -1, vec(D));
+    c.add_named(tower, p + "attention.query_key_value.weight", LogicalTensor::Count, -1, Shape{3 * D, D});
+    c.add_named(tower, p + "attention.query_key_value.bias", LogicalTensor::Count, -1, vec(3 * D));
+    c.add_named(tower, p + "attention.dense.weight", LogicalTensor::Count, -1, Shape{D, D});
+    c.add_named(tower, p + "attention.dense.bias", LogicalTensor::Count, -1, vec(D));
+    c.add_named(tower, p + "post_attention_layernorm.weight", LogicalTensor::Count, -1, vec(D));
+    c.add_named(tower, p + "post_attention_layernorm.bias", LogicalTensor::Count, -1, vec(D));
+    c.add_named(tower, p + "mlp.fc1.weight", LogicalTensor::Count, -1, Shape{v.ffn, D});
+    c.add_named(tower, p + "mlp.fc1.bias", LogicalTensor::Count, -1, vec(v.ffn));
+    c.add_named(tower, p + "mlp.fc2.weight", LogicalTensor::Count, -1, Shape{D, v.ffn});
+    c.add_named(tower, p + "mlp.fc2.bias", LogicalTensor::Count, -1, vec(D));
+  }
+  spec.modules.push_back(std::move(tower));
+
+  ModuleSpec proj{projector_module(), {}, 0};
+  c.add_named(proj, root + "conv.weight", LogicalTensor::Count, -1, Shape{H, D, 2, 2});
+  c.add_named(proj, root + "conv.bias", LogicalTensor::Count, -1, vec(H));
+  const std::string lp = root + "linear_proj.";
+  c.add_named(proj, lp + "linear_proj.weight", LogicalTensor::Count, -1, Shape{H, H});
+  c.add_named(proj, lp + "norm1.weight", LogicalTensor::Count, -1, vec(H));
+  c.add_named(proj, lp + "norm1.bias", LogicalTensor::Count, -1, vec(H));
+  c.add_named(proj, lp + "gate_proj.weight", LogicalTensor::Count, -1, Shape{F, H});
+  c.add_named(proj, lp + "dense_h_to_4h.weight", LogicalTensor::Count, -1, Shape{F, H});
+  c.add_named(proj, lp + "dense_4h_to_h.weight", LogicalTensor::Count, -1, Shape{H, F});
+  c.add_named(proj, root + "boi", LogicalTensor::Count, -1, Shape{1, 1, H});
+  c.add_named(proj, root + "eoi", LogicalTensor::Count, -1, Shape{1, 1, H});
+  spec.modules.push_back(std::move(proj));
+}
+
+ModelSpec build_spec(const ModelConfig& config, const TensorLookup& lookup, const std::string& source,
+                     std::optional<DType> assumed_dtype) {
   config.validate(source);
   ModelSpec spec;
   spec.config = config;
-  SpecCollector c(config, lookup);
+  SpecCollector c(config, lookup, assumed_dtype);
   const int64_t H = config.hidden;
   const int64_t V = config.vocab;
   const int64_t F = config.ffn;
@@ -156,16 +229,20 @@ ModelSpec make_decoder_spec(const ModelConfig& config, const TensorLookup& looku
 
   // A config that declares more layers than the file holds is one error, found before the
   // per-layer checks list thousands of missing names.
-  if (const int present = count_layers(config, lookup); present < config.n_layer && present > 0) {
+  if (const int present = assumed_dtype ? config.n_layer : count_layers(config, lookup);
+      present < config.n_layer && present > 0) {
     fail(ErrorKind::Shape,
          "{}: the config declares {} layers but the checkpoint holds {} (layers 0..{}); check that the config "
          "belongs to these weights and that every shard is present",
          source, config.n_layer, present, present - 1);
   }
 
+  if (config.vision.present()) add_vision_modules(spec, c);
+
   ModuleSpec embed{embed_module(), {}, 0};
   c.add(embed, LogicalTensor::TokenEmbedding, -1, Shape{V, H});
   spec.modules.push_back(std::move(embed));
+  spec.first_layer = static_cast<int>(spec.modules.size());
 
   for (int l = 0; l < config.n_layer; ++l) {
     ModuleSpec m{layer_module(l), {}, config.kv_bytes_per_token()};
@@ -204,6 +281,16 @@ ModelSpec make_decoder_spec(const ModelConfig& config, const TensorLookup& looku
   spec.modules.push_back(std::move(head));
   c.finish(source);
   return spec;
+}
+
+}  // namespace
+
+ModelSpec make_decoder_spec(const ModelConfig& config, const TensorLookup& lookup, const std::string& source) {
+  return build_spec(config, lookup, source, std::nullopt);
+}
+
+ModelSpec make_decoder_spec_from_config(const ModelConfig& config, DType matrix_dtype, const std::string& source) {
+  return build_spec(config, TensorLookup(), source, matrix_dtype);
 }
 
 namespace {

@@ -33,7 +33,8 @@ struct ModuleSpec {
 
 struct ModelSpec {
   ModelConfig config;
-  std::vector<ModuleSpec> modules;  // in execution order
+  std::vector<ModuleSpec> modules;  // in execution order: [vision, projector,] embed, layers.0.., head
+  int first_layer = 1;              // index of layers.0 in modules
 
   // The parameter of `role` in `layer` (-1: outside the repeating layers), nullptr if absent. All
   // of a layer's parameters are in one module (the unit a plan places).
@@ -53,7 +54,15 @@ using TensorLookup = std::function<std::optional<StoredTensor>(const std::string
 // and the actual shape (all missing names are listed at once).
 ModelSpec make_decoder_spec(const ModelConfig& config, const TensorLookup& lookup, const std::string& source);
 
-// Module names.
+// The spec a checkpoint for `config` would have, from the config alone (planning before any file
+// exists): matrices in `matrix_dtype` (f16 where a quantized row would not fill whole blocks),
+// vectors f32.
+ModelSpec make_decoder_spec_from_config(const ModelConfig& config, DType matrix_dtype, const std::string& source);
+
+// Module names (the placement units). GLM-4V adds vision_module() (patch embedding + transformer)
+// and projector_module() (2x2 conv, GLU, boi/eoi) before embed_module().
+std::string vision_module();
+std::string projector_module();
 std::string embed_module();
 std::string layer_module(int layer);
 std::string head_module();

@@ -22,6 +22,38 @@ const char* family_name(Family family) {
   return "unknown";
 }
 
+namespace {
+
+void vision_validate(const VisionConfig& v, const std::string& source) {
+  const auto positive = [&](const char* what, int x) {
+    if (x <= 0) fail(ErrorKind::Config, "{}: vision_config {} must be positive, got {}", source, what, x);
+  };
+  positive("num_hidden_layers", v.n_layer);
+  positive("hidden_size", v.hidden);
+  positive("num_heads", v.n_head);
+  positive("intermediate_size", v.ffn);
+  positive("patch_size", v.patch);
+  positive("image_size", v.image_size);
+  positive("in_channels", v.in_channels);
+  if (v.hidden % v.n_head != 0) {
+    fail(ErrorKind::Config, "{}: vision_config hidden_size {} is not divisible by num_heads {}", source, v.hidden,
+         v.n_head);
+  }
+  if (v.image_size % (2 * v.patch) != 0 || v.image_size > 65536) {
+    fail(ErrorKind::Config,
+         "{}: vision_config image_size {} must be a multiple of twice the patch size {} (the 2x2 downsample), at "
+         "most 65536",
+         source, v.image_size, v.patch);
+  }
+  if (v.n_positions != v.patches() + 1) {
+    fail(ErrorKind::Config,
+         "{}: vision_config num_positions is {}, but a {}px image in {}px patches needs {} (+1 class)", source,
+         v.n_positions, v.image_size, v.patch, v.patches() + 1);
+  }
+}
+
+}  // namespace
+
 void ModelConfig::validate(const std::string& source) const {
   const auto positive = [&](const char* what, int v) {
     if (v <= 0) fail(ErrorKind::Config, "{}: {} must be positive, got {}", source, what, v);
@@ -50,6 +82,7 @@ void ModelConfig::validate(const std::string& source) const {
   finite_positive("the RoPE frequency scale (1 / rope_scaling factor)", rope_freq_scale);
   finite_positive("the norm epsilon", norm_eps);
   if (max_context <= 0) fail(ErrorKind::Config, "{}: the model context must be positive, got {}", source, max_context);
+  if (vision.present()) vision_validate(vision, source);
 }
 
 }  // namespace ferry

@@ -26,6 +26,28 @@ enum class TensorLayout : uint8_t {
   Gguf,       // blk.N.attn_q.weight ... (llama.cpp names)
 };
 
+// GLM-4V's EVA2-CLIP vision tower (config.json "vision_config"); absent when n_layer is 0.
+struct VisionConfig {
+  int n_layer = 0;
+  int hidden = 0;
+  int n_head = 0;
+  int ffn = 0;
+  int patch = 0;       // patch side in pixels
+  int image_size = 0;  // input side in pixels (square)
+  int in_channels = 3;
+  int n_positions = 0;  // learned positions: patches + the class token
+  float norm_eps = 1e-6f;
+  float scaling_factor = 8.0f;
+  int32_t boi_id = -1;  // begin / end-of-image token ids in the text
+  int32_t eoi_id = -1;
+  int max_images = 1;  // images one prompt may carry (GLM-4V: one)
+
+  bool present() const { return n_layer > 0; }
+  int64_t patches() const { return image_size / patch * (image_size / patch); }
+  // Embeddings an image adds to the text: the 2x2-downsampled patch grid plus boi and eoi.
+  int64_t text_tokens() const { return image_size / patch / 2 * (image_size / patch / 2) + 2; }
+};
+
 struct ModelConfig {
   std::string architecture;  // as the checkpoint names it: "LlamaForCausalLM", GGUF "llama", ...
   Family family = Family::Llama;
@@ -55,6 +77,8 @@ struct ModelConfig {
   bool fused_gate_up = false;    // one [2F, H] matrix, gate rows first
   bool post_norms = false;       // GLM-4-0414: norms on the attention and MLP outputs before the adds
   bool tied_embeddings = false;  // the head reads the token embedding matrix
+
+  VisionConfig vision;  // GLM-4V only
 
   // Generation
   int32_t bos_id = -1;
