@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "plan/step_memory.h"
 
 namespace ferry {
 
@@ -49,99 +50,181 @@ int Plan::device_index_of(const std::string& module) const {
   return -1;
 }
 
+bool Plan::fits() const {
+  return std::none_of(devices.begin(), devices.end(), [](const DevicePlan& d) { return d.over_budget(); });
+}
+
 std::string Plan::describe() const {
-  std::string out = fmt::format("plan for a context of {} tokens:\n", context);
-  out += fmt::format("  {:<8} {:<28} {:>12} {:>12} {:>12} {:>12}\n", "device", "modules", "weights", "KV cache",
-                     "total", "budget");
+  std::string out = fmt::format(
+      "plan ({}) for a context of {} tokens x {} sequence(s), steps of up to {} tokens, {} weights, {} KV cache:\n",
+      strategy, limits.max_context, limits.max_batch, limits.largest_step(),
+      limits.weight_dtype ? std::string(dtype_name(*limits.weight_dtype)) : std::string("stored"),
+      dtype_name(limits.kv_dtype));
+  out += fmt::format("  {:<8} {:<34} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "device", "modules", "weights",
+                     "KV cache", "workspace", "reserve", "total", "budget");
   for (const auto& d : devices) {
-    const std::string mods = module_ranges(d.modules);
-    out += fmt::format("  {:<8} {:<28} {:>12} {:>12} {:>12} {:>12}\n", d.device.id.str(), mods,
-                       format_bytes(d.weight_bytes), format_bytes(d.kv_bytes),
-                       format_bytes(d.weight_bytes + d.kv_bytes), format_bytes(d.device.budget));
+    out += fmt::format("  {:<8} {:<34} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}{}\n", d.device.id.str(),
+                       module_ranges(d.modules), format_bytes(d.weight_bytes), format_bytes(d.kv_bytes),
+                       format_bytes(d.workspace_bytes), format_bytes(d.reserve_bytes), format_bytes(d.total()),
+                       d.device.budget == Allocator::kUnlimited ? std::string("-") : format_bytes(d.device.budget),
+                       d.over_budget() ? "  OVER BUDGET" : "");
   }
-  out += fmt::format("  activations crossing devices per decoded token: {}\n", format_bytes(crossing_bytes_per_token));
+  if (crossings.empty()) {
+    out += "  no activation crosses devices\n";
+  } else {
+    for (const auto& c : crossings) {
+      out += fmt::format("  crossing {} ({}) -> {} ({}): {} per {}\n", c.from_module,
+                         devices[static_cast<size_t>(c.from_device)].device.id.str(), c.to_module,
+                         devices[static_cast<size_t>(c.to_device)].device.id.str(), format_bytes(c.bytes),
+                         c.per_image ? "image" : "token");
+    }
+    out +=
+        fmt::format("  activations crossing devices per decoded token: {}\n", format_bytes(crossing_bytes_per_token));
+  }
   return out;
 }
 
-std::vector<ModuleCost> module_costs(const ModelSpec& spec, int64_t context) {
-  std::vector<ModuleCost> costs;
+namespace {
+
+uint64_t aligned(uint64_t bytes) {
+  const uint64_t a = Allocator::kAlignment;
+  return bytes == 0 ? a : (bytes + a - 1) / a * a;
+}
+
+UnitKind unit_kind(const std::string& module) {
+  if (module == embed_module()) return UnitKind::Embed;
+  if (module == head_module()) return UnitKind::Head;
+  if (module == vision_module()) return UnitKind::Vision;
+  if (module == projector_module()) return UnitKind::Projector;
+  return UnitKind::Layer;
+}
+
+// The dtype a parameter has once loaded under `limits`.
+DType loaded_dtype(const ParamSpec& p, const RunLimits& limits) {
+  if (!limits.weight_dtype || p.shape.rank < 2) return p.compute_dtype;
+  const int block = dtype_traits(*limits.weight_dtype).block_size;
+  return p.shape[p.shape.rank - 1] % block == 0 ? *limits.weight_dtype : DType::F16;
+}
+
+uint64_t checked_bytes(DType dtype, int64_t numel, const std::string& what) {
+  const auto bytes = dtype_bytes(dtype, static_cast<uint64_t>(numel));
+  if (!bytes) fail(ErrorKind::Shape, "{}: {} elements do not fit dtype {}", what, numel, dtype_name(dtype));
+  return *bytes;
+}
+
+// Activations of the vision tower for `images` images, f32: the residual stream, the normed input,
+// q/k/v, the attention output and the MLP's two widest tensors of one layer, all live at once at
+// worst. The tiled attention kernel never holds the [tokens x tokens] scores.
+uint64_t vision_activation_bytes(const VisionConfig& v, int64_t images) {
+  const auto tokens = static_cast<uint64_t>(v.patches() + 1);
+  const auto d = static_cast<uint64_t>(v.hidden);
+  const auto f = static_cast<uint64_t>(v.ffn);
+  return static_cast<uint64_t>(images) * tokens * (2 * d + 3 * d + d + 2 * f) * 4;
+}
+
+// The projector's activations: the downsampled grid through the GLU (width H, then 2F, then H).
+uint64_t projector_activation_bytes(const ModelConfig& c, int64_t images) {
+  const auto tokens = static_cast<uint64_t>(c.vision.text_tokens());
+  return static_cast<uint64_t>(images) * tokens *
+         (2 * static_cast<uint64_t>(c.hidden) + 3 * static_cast<uint64_t>(c.ffn)) * 4;
+}
+
+}  // namespace
+
+std::vector<UnitCost> unit_costs(const ModelSpec& spec, const RunLimits& limits) {
+  if (limits.max_context <= 0 || limits.max_context > spec.config.max_context) {
+    fail(ErrorKind::Usage, "a context of {} tokens is outside what the model supports (1 to {})", limits.max_context,
+         spec.config.max_context);
+  }
+  if (limits.max_batch <= 0 || limits.prefill_chunk <= 0) {
+    fail(ErrorKind::Usage, "the batch ({}) and the prefill chunk ({}) must be positive", limits.max_batch,
+         limits.prefill_chunk);
+  }
+  const uint64_t kv_elem = dtype_traits(limits.kv_dtype).block_bytes;  // plain types: bytes per element
+  std::vector<UnitCost> costs;
   std::unordered_set<std::string> seen;
   for (const auto& m : spec.modules) {
-    ModuleCost c{m.name, 0, 0};
+    UnitCost c{m.name, unit_kind(m.name), 0, 0, 0};
     for (const auto& p : m.params) {
       if (!seen.insert(p.name).second) continue;  // tied: counted with its first module
-      c.weight_bytes += dtype_bytes(p.compute_dtype, static_cast<uint64_t>(p.shape.numel())).value_or(0);
+      c.weight_bytes += aligned(checked_bytes(loaded_dtype(p, limits), p.shape.numel(), p.name));
     }
-    c.kv_bytes = static_cast<uint64_t>(m.state_bytes_per_token) * static_cast<uint64_t>(context);
-    costs.push_back(c);
+    if (m.state_bytes_per_token > 0) {
+      // Two tensors (keys, values), each [context, kv width] per sequence; state_bytes_per_token is f32.
+      const auto per_tensor =
+          static_cast<uint64_t>(m.state_bytes_per_token) / 2 / 4 * kv_elem * static_cast<uint64_t>(limits.max_context);
+      c.kv_bytes = 2 * aligned(per_tensor) * static_cast<uint64_t>(limits.max_batch);
+    }
+    if (c.kind == UnitKind::Vision)
+      c.activation_bytes = vision_activation_bytes(spec.config.vision, spec.config.vision.max_images);
+    if (c.kind == UnitKind::Projector)
+      c.activation_bytes = projector_activation_bytes(spec.config, spec.config.vision.max_images);
+    costs.push_back(std::move(c));
   }
   return costs;
 }
 
-Plan plan_balanced(const ModelSpec& spec, const std::vector<DeviceSpec>& devices, int64_t context) {
-  if (devices.empty()) fail(ErrorKind::Usage, "no devices to plan for");
-  if (context <= 0 || context > spec.config.max_context) {
-    fail(ErrorKind::Usage, "a context of {} tokens is outside what the model supports (1 to {})", context,
-         spec.config.max_context);
+void estimate_plan(Plan& plan, const ModelSpec& spec) {
+  const std::vector<UnitCost> costs = unit_costs(spec, plan.limits);
+  plan.context = plan.limits.max_context;
+  for (auto& d : plan.devices) {
+    d.modules.clear();
+    d.weight_bytes = d.kv_bytes = d.workspace_bytes = d.logits_bytes = 0;
+    d.reserve_bytes = plan.limits.reserve_bytes;
   }
-  const std::vector<ModuleCost> costs = module_costs(spec, context);
-  uint64_t total = 0;
-  for (const auto& c : costs) total += c.weight_bytes + c.kv_bytes;
-
-  // Each device's share of the bytes: proportional to its budget, equal when any is unlimited.
-  const bool all_limited = std::all_of(devices.begin(), devices.end(),
-                                       [](const DeviceSpec& d) { return d.budget != Allocator::kUnlimited; });
-  std::vector<double> share(devices.size(), 1.0 / static_cast<double>(devices.size()));
-  if (all_limited) {
-    double sum = 0;
-    for (const auto& d : devices) sum += static_cast<double>(d.budget);
-    for (size_t i = 0; i < devices.size(); ++i) share[i] = static_cast<double>(devices[i].budget) / sum;
+  if (plan.assignment.size() != costs.size()) {
+    fail(ErrorKind::Internal, "plan assigns {} modules but the model has {}", plan.assignment.size(), costs.size());
+  }
+  std::vector<uint64_t> vision_ws(plan.devices.size(), 0);
+  for (size_t i = 0; i < costs.size(); ++i) {
+    const auto& [module, device] = plan.assignment[i];
+    if (module != costs[i].module) fail(ErrorKind::Internal, "plan order differs from the model's at '{}'", module);
+    DevicePlan& d = plan.devices.at(static_cast<size_t>(device));
+    d.modules.push_back(module);
+    d.weight_bytes += costs[i].weight_bytes;
+    d.kv_bytes += costs[i].kv_bytes;
+    vision_ws[static_cast<size_t>(device)] += costs[i].activation_bytes;
   }
 
-  Plan plan;
-  plan.context = context;
-  for (const auto& d : devices) plan.devices.push_back(DevicePlan{d, {}, 0, 0});
-  const bool tied = spec.config.tied_embeddings;
-  size_t dev = 0;
-  double target_end = share[0] * static_cast<double>(total);
-  uint64_t cumulative = 0;
-  for (const auto& c : costs) {
-    const uint64_t bytes = c.weight_bytes + c.kv_bytes;
-    // Move on when this module sits mostly beyond the current device's share.
-    while (dev + 1 < devices.size() &&
-           static_cast<double>(cumulative) + static_cast<double>(bytes) / 2.0 > target_end) {
-      ++dev;
-      target_end += share[dev] * static_cast<double>(total);
+  // Workspace: the largest step (a prefill chunk) simulated on this assignment; per decoded token,
+  // the one-token step's device-to-device bytes.
+  const auto simulate = [&](int64_t n_tokens) {
+    const Graph g = build_decoder_graph(spec, StepShape{n_tokens, 0, plan.limits.max_context, false});
+    std::vector<int> module_device;
+    for (const auto& name : g.modules()) {
+      const int d = plan.device_index_of(name);
+      if (d < 0) fail(ErrorKind::Internal, "graph module '{}' is not in the plan", name);
+      module_device.push_back(d);
     }
-    // Tied weights stay together: the head reads the embedding matrix where it was loaded.
-    const size_t chosen =
-        (tied && c.module == head_module()) ? static_cast<size_t>(plan.device_index_of(embed_module())) : dev;
-    DevicePlan& dp = plan.devices[chosen];
-    dp.modules.push_back(c.module);
-    dp.weight_bytes += c.weight_bytes;
-    dp.kv_bytes += c.kv_bytes;
-    plan.assignment.emplace_back(c.module, static_cast<int>(chosen));
-    cumulative += bytes;
+    return simulate_step_memory(g, module_device, static_cast<int>(plan.devices.size()), Allocator::kAlignment);
+  };
+  const StepMemory largest = simulate(plan.limits.largest_step());
+  const StepMemory decode = simulate(1);
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    const uint64_t text = largest.peak_bytes[d] * static_cast<uint64_t>(plan.limits.max_batch);
+    plan.devices[d].workspace_bytes = std::max(text, vision_ws[d]);
   }
+  const int head = plan.device_index_of(head_module());
+  if (head >= 0)
+    plan.devices[static_cast<size_t>(head)].logits_bytes = aligned(static_cast<uint64_t>(spec.config.vocab) * 4);
+  plan.crossing_bytes_per_token = decode.device_bytes_copied;
 
-  // Crossings: the hidden state (f32 per token) wherever consecutive modules change device.
+  plan.crossings.clear();
   for (size_t i = 1; i < plan.assignment.size(); ++i) {
-    if (plan.assignment[i].second != plan.assignment[i - 1].second) {
-      plan.crossing_bytes_per_token += static_cast<uint64_t>(spec.config.hidden) * 4ull;
-    }
+    const auto& [from_module, from] = plan.assignment[i - 1];
+    const auto& [to_module, to] = plan.assignment[i];
+    if (from == to) continue;
+    // The hidden state (f32) crosses per token; the tower's patch features and the projector's
+    // image embeddings once per image.
+    const UnitKind kind = costs[i - 1].kind;
+    const VisionConfig& v = spec.config.vision;
+    uint64_t bytes = static_cast<uint64_t>(spec.config.hidden) * 4;
+    if (kind == UnitKind::Vision) bytes = static_cast<uint64_t>(v.patches()) * static_cast<uint64_t>(v.hidden) * 4;
+    if (kind == UnitKind::Projector)
+      bytes = static_cast<uint64_t>(v.text_tokens()) * static_cast<uint64_t>(spec.config.hidden) * 4;
+    plan.crossings.push_back(
+        Crossing{from_module, to_module, from, to, bytes, kind == UnitKind::Vision || kind == UnitKind::Projector});
   }
-
-  for (const auto& d : plan.devices) {
-    const uint64_t need = d.weight_bytes + d.kv_bytes;
-    if (d.device.budget != Allocator::kUnlimited && need > d.device.budget) {
-      fail(ErrorKind::OutOfMemory,
-           "the plan does not fit: {} needs {} ({} weights + {} KV cache for {} tokens) but its budget is {} ({} "
-           "over); the model needs {} in all: add a device, raise the budgets, or shorten the context (--ctx)",
-           d.device.id.str(), format_bytes(need), format_bytes(d.weight_bytes), format_bytes(d.kv_bytes), context,
-           format_bytes(d.device.budget), format_bytes(need - d.device.budget), format_bytes(total));
-    }
-  }
-  return plan;
 }
 
 }  // namespace ferry

@@ -1,22 +1,29 @@
-// A plan: which device each module (placement unit) lives on, and what that costs each device.
-// Plans are data, made before any weight is read. This is the first strategy (contiguous,
-// balanced by bytes); the placement issue adds the estimator's workspace terms, more strategies,
-// custom maps and validation.
+// A plan: which device each placement unit lives on, and what that costs each device. Plans are
+// data, made before any weight is read (from checkpoint headers or config.json alone), saved and
+// replayed as JSON, and checked against the budgets before loading.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
 #include "models/decoder.h"
+#include "plan/limits.h"
 
 namespace ferry {
 
-struct ModuleCost {
+enum class UnitKind : uint8_t { Vision, Projector, Embed, Layer, Head };
+
+// What one placement unit (a ModuleSpec) costs wherever it goes.
+struct UnitCost {
   std::string module;
-  uint64_t weight_bytes = 0;  // as the module will hold them (compute dtype)
-  uint64_t kv_bytes = 0;      // KV cache at the planned context
+  UnitKind kind = UnitKind::Layer;
+  uint64_t weight_bytes = 0;      // as loaded (compute dtype), each tensor rounded to the allocator's alignment
+  uint64_t kv_bytes = 0;          // KV cache for max_batch x max_context
+  uint64_t activation_bytes = 0;  // vision units: activations at the maximum image count (estimate)
 };
 
 struct DevicePlan {
@@ -24,25 +31,42 @@ struct DevicePlan {
   std::vector<std::string> modules;
   uint64_t weight_bytes = 0;
   uint64_t kv_bytes = 0;
+  uint64_t workspace_bytes = 0;  // activations of the largest step (and the logits buffer on the head's device)
+  uint64_t logits_bytes = 0;     // of which: the logits the step leaves on this device
+  uint64_t reserve_bytes = 0;
+
+  uint64_t total() const { return weight_bytes + kv_bytes + workspace_bytes + reserve_bytes; }
+  bool over_budget() const { return device.budget != Allocator::kUnlimited && total() > device.budget; }
+};
+
+// An activation crossing from one unit to the next on another device.
+struct Crossing {
+  std::string from_module, to_module;
+  int from_device = 0, to_device = 0;
+  uint64_t bytes = 0;      // per decoded token; per image when per_image
+  bool per_image = false;  // the projector's image features, moved once per image
 };
 
 struct Plan {
+  std::string strategy;
+  RunLimits limits;
   std::vector<DevicePlan> devices;
   std::vector<std::pair<std::string, int>> assignment;  // module -> index into devices, in model order
-  int64_t context = 0;
+  std::vector<Crossing> crossings;
   uint64_t crossing_bytes_per_token = 0;  // activations moved between devices for one decoded token
+  int64_t context = 0;                    // = limits.max_context
 
   int device_index_of(const std::string& module) const;  // -1 if absent
-  std::string describe() const;                          // a table: device, modules, weights, KV, total, budget
+  bool fits() const;                                     // no device over its budget
+  // A table: device, modules, weights, KV, workspace, total, budget; then the crossings.
+  std::string describe() const;
 };
 
-// Per-module costs for `spec` at `context` tokens of f32 KV cache.
-std::vector<ModuleCost> module_costs(const ModelSpec& spec, int64_t context);
+// Per-unit costs of `spec` under `limits` (weight dtype conversion applied).
+std::vector<UnitCost> unit_costs(const ModelSpec& spec, const RunLimits& limits);
 
-// Splits the modules in order over the devices so each gets a share of the bytes proportional to
-// its budget (equal shares when budgets are unlimited), keeping tied weights with their first
-// module. Throws Error(OutOfMemory) naming the device, the overshoot and what would fit when a
-// device's share exceeds its budget.
-Plan plan_balanced(const ModelSpec& spec, const std::vector<DeviceSpec>& devices, int64_t context);
+// Fills a plan's memory figures for its assignment: weights and KV by unit, workspace by simulating
+// the largest step's graph (plan/step_memory.h), the reserve, and the crossings.
+void estimate_plan(Plan& plan, const ModelSpec& spec);
 
 }  // namespace ferry

@@ -1,0 +1,31 @@
+// How many bytes of activations a step holds on each device at its worst moment, worked out from
+// the step's graph and a module -> device assignment without running anything. It follows the
+// runtime's rules exactly (src/runtime/scheduler.h, run_plan.h): every op runs on its module's
+// device and allocates its result there; a value read on another device is copied there once, at
+// the start of the run of ops that first reads it; graph inputs come from the host and graph outputs
+// go back to it; every tensor is freed after its last read. Weights and state are not counted here
+// (they are static costs), nor host memory.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace ferry {
+
+struct StepMemory {
+  std::vector<uint64_t> peak_bytes;  // by device index: the most live activation bytes at once
+  // Bytes copied between two devices (host transfers excluded), and how many copies.
+  uint64_t device_bytes_copied = 0;
+  int device_copies = 0;
+};
+
+// `module_device[m]` is the device index of graph module m (graph.modules()); every module a node
+// uses must have one in [0, n_devices). Allocations are rounded up to `alignment` bytes, as the
+// device allocator does.
+StepMemory simulate_step_memory(const Graph& graph, const std::vector<int>& module_device, int n_devices,
+                                uint64_t alignment);
+
+}  // namespace ferry
