@@ -88,7 +88,7 @@ int run_bench(BenchArgs a) {
     nlohmann::json j;
     j["model"] = a.run.model;
     j["threads"] = threads;
-    j["devices"] = a.run.devices;
+    j["devices"] = a.run.placement.devices;
     j["prompt_tokens"] = a.prompt_tokens;
     j["gen_tokens"] = a.gen_tokens;
     j["prompt_tokens_per_s"] = prompt_tps;

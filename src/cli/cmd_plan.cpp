@@ -1,10 +1,19 @@
+// `ferry plan`: where each module would go and what each device would hold, before anything is
+// loaded; from a checkpoint's headers or from a config.json (or a bundled preset) alone.
 #include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
 
 #include "cli/commands.h"
 #include "cli/model_setup.h"
 #include "core/error.h"
 #include "engine/checkpoint.h"
-#include "plan/plan.h"
+#include "engine/model_config_reader.h"
+#include "formats/json_file.h"
+#include "models/presets.h"
+#include "plan/device_map.h"
+#include "plan/plan_json.h"
 
 namespace ferry::cli {
 
@@ -12,18 +21,111 @@ namespace {
 
 struct PlanArgs {
   std::string model;
-  std::string devices = "cpu:0";
-  int64_t ctx = 0;
+  std::string config;  // a config.json, or a preset name
+  PlacementOptions placement;
+  int64_t max_context = 0;
+  int64_t max_batch = 1;
+  std::string dtype;  // weights as if stored in this dtype
+  std::string kv_dtype = "f32";
+  std::string reserve = "0";
+  std::string save;
+  std::string export_format;
+  std::string export_path;
+  bool json = false;
 };
 
-int run_plan(const PlanArgs& a) {
-  const auto devices = parse_device_list(a.devices);
-  const Checkpoint ck = open_checkpoint(a.model);
-  const Plan plan = plan_balanced(ck.spec, devices, resolve_context(a.ctx, ck.config()));
-  fmt::print("{}", plan.describe());
-  for (const auto& [module, device] : plan.assignment) {
-    fmt::print("  {:<12} -> {}\n", module, plan.devices[static_cast<size_t>(device)].device.id.str());
+// The model's spec from a checkpoint's headers, or from a config alone.
+ModelSpec load_spec(const PlanArgs& a, const std::optional<DType>& dtype, std::optional<Checkpoint>& ckpt) {
+  if (a.model.empty() == a.config.empty()) fail(ErrorKind::Usage, "give either --model PATH or --config FILE|PRESET");
+  if (!a.model.empty()) {
+    ckpt = open_checkpoint(a.model);
+    return ckpt->spec;
   }
+  const std::optional<std::string> preset = preset_config(a.config);
+  const nlohmann::json config =
+      preset ? parse_json_text(*preset, "preset " + a.config) : read_json_file(a.config, ErrorKind::Config);
+  const std::string source = preset ? "preset " + a.config : a.config;
+  const ModelConfig c = model_config_from_hf(config, nullptr, source);
+  // Without a checkpoint, matrices are as config.json's torch_dtype says unless --dtype says otherwise.
+  DType stored = DType::BF16;
+  if (const auto td = config.find("torch_dtype"); td != config.end() && td->is_string()) {
+    const auto name = td->get<std::string>();
+    stored = name == "float32" ? DType::F32 : name == "float16" ? DType::F16 : DType::BF16;
+  }
+  return make_decoder_spec_from_config(c, dtype.value_or(stored), source);
+}
+
+int run_plan(const PlanArgs& a) {
+  std::optional<DType> dtype;
+  if (!a.dtype.empty()) {
+    dtype = dtype_from_name(a.dtype);
+    if (!dtype || *dtype == DType::I32)
+      fail(ErrorKind::Usage, "--dtype '{}': use f32, f16, bf16, q8_0 or q4_0", a.dtype);
+  }
+  std::optional<Checkpoint> ckpt;
+  const ModelSpec spec = load_spec(a, dtype, ckpt);
+  RunLimits limits;
+  limits.max_context = a.max_context > 0 ? a.max_context : std::min<int64_t>(spec.config.max_context, 4096);
+  if (limits.max_context > spec.config.max_context) {
+    fail(ErrorKind::Usage, "--max-context {} exceeds the {} tokens this model was made for", limits.max_context,
+         spec.config.max_context);
+  }
+  limits.max_batch = a.max_batch;
+  limits.prefill_chunk = a.placement.prefill_chunk;
+  if (ckpt) limits.weight_dtype = dtype;  // a config-only spec already has them
+  const auto kv = dtype_from_name(a.kv_dtype);
+  if (!kv || !(*kv == DType::F32 || *kv == DType::F16 || *kv == DType::BF16)) {
+    fail(ErrorKind::Usage, "--kv-dtype '{}': use f32, f16 or bf16", a.kv_dtype);
+  }
+  limits.kv_dtype = *kv;
+  limits.reserve_bytes = parse_byte_size(a.reserve);
+
+  Plan plan;
+  std::string refusal;
+  try {
+    plan = plan_for(spec, a.placement, limits);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::OutOfMemory || !a.json) throw;
+    refusal = e.what();
+    // --json prints the plan that does not fit too, then fails.
+    PlanRequest request{a.placement.device_specs(), limits, parse_strategy(a.placement.strategy), {}};
+    plan = make_plan(spec, request);
+  }
+
+  if (!a.save.empty()) {
+    std::ofstream out(a.save);
+    out << plan_to_json(plan, spec).dump(2) << "\n";
+    if (!out) fail(ErrorKind::Io, "cannot write the plan to {}", a.save);
+  }
+  if (!a.export_format.empty()) {
+    if (a.export_format != "accelerate")
+      fail(ErrorKind::Usage, "--export '{}': the format is accelerate", a.export_format);
+    const std::string text = export_device_map(plan, spec).dump(2) + "\n";
+    if (a.export_path.empty() || a.export_path == "-") {
+      std::fputs(text.c_str(), stdout);
+    } else {
+      std::ofstream out(a.export_path);
+      out << text;
+      if (!out) fail(ErrorKind::Io, "cannot write the device map to {}", a.export_path);
+    }
+    return 0;
+  }
+  if (a.json) {
+    std::puts(plan_to_json(plan, spec).dump(2).c_str());
+    if (!refusal.empty()) {
+      std::fflush(stdout);
+      fmt::print(stderr, "ferry: out of memory: {}\n", refusal);
+      return 1;
+    }
+    return 0;
+  }
+  const ModelConfig& c = spec.config;
+  fmt::print("model: {} ({}, {} layers{}, {:.2f}B parameters)\n", a.model.empty() ? a.config : a.model,
+             c.architecture.empty() ? family_name(c.family) : c.architecture, c.n_layer,
+             c.vision.present() ? fmt::format(", vision tower of {} layers", c.vision.n_layer) : std::string(),
+             static_cast<double>(spec.parameter_count()) / 1e9);
+  fmt::print("{}", plan.describe());
+  if (!a.save.empty()) fmt::print("saved to {}\n", a.save);
   return 0;
 }
 
@@ -31,11 +133,22 @@ int run_plan(const PlanArgs& a) {
 
 Runner add_plan(CLI::App& app) {
   auto a = std::make_shared<PlanArgs>();
-  auto* cmd = app.add_subcommand("plan", "Show where each module would go, before loading anything");
-  cmd->add_option("--model,-m", a->model, "A Hugging Face model directory or a GGUF file")->required();
-  cmd->add_option("--devices", a->devices, "Devices and budgets, e.g. cpu:0=6GiB,cpu:1=6GiB")->capture_default_str();
-  cmd->add_option("--ctx,-c", a->ctx, "Context length to reserve KV cache for (0: the model's, at most 4096)")
+  auto* cmd = app.add_subcommand("plan", "Show where each module would go and what each device holds, before loading");
+  cmd->add_option("--model,-m", a->model, "A Hugging Face model directory or a GGUF file (headers only are read)");
+  cmd->add_option("--config", a->config,
+                  std::string("A config.json, or a bundled preset: ") + preset_names() + " (planning only)");
+  a->placement.add_to(*cmd);
+  cmd->add_option("--max-context,--ctx,-c", a->max_context,
+                  "KV-cache tokens per sequence (0: the model's, at most 4096)")
       ->capture_default_str();
+  cmd->add_option("--max-batch", a->max_batch, "Sequences held at once")->capture_default_str();
+  cmd->add_option("--dtype", a->dtype, "Plan the matrices as this dtype: f32, f16, bf16, q8_0, q4_0");
+  cmd->add_option("--kv-dtype", a->kv_dtype, "KV-cache dtype: f32, f16, bf16")->capture_default_str();
+  cmd->add_option("--reserve", a->reserve, "Bytes kept free on every device (e.g. 512MiB)")->capture_default_str();
+  cmd->add_option("--save", a->save, "Write the plan as JSON (replay it with --plan)");
+  cmd->add_option("--export", a->export_format, "Write a device map instead: accelerate");
+  cmd->add_option("--out,-o", a->export_path, "Where --export writes (default: stdout)");
+  cmd->add_flag("--json", a->json, "Print the plan as JSON; exit 1 when it does not fit");
   return [a] { return run_plan(*a); };
 }
 

@@ -11,6 +11,9 @@
 #include "core/error.h"
 #include "engine/plan_placement.h"
 #include "engine/weight_loader.h"
+#include "formats/json_file.h"
+#include "plan/device_map.h"
+#include "plan/plan_json.h"
 
 namespace ferry::cli {
 
@@ -19,15 +22,71 @@ void RunOptions::add_to(CLI::App& cmd, bool model_required) {
                            "Model: a Hugging Face directory (config.json + *.safetensors) or a "
                            "GGUF file");
   if (model_required) m->required();
-  cmd.add_option("--devices", devices,
-                 "Devices and optional memory budgets, e.g. cpu:0=6GiB,cpu:1=6GiB (the model is split over them)")
-      ->capture_default_str();
-  cmd.add_option("--threads,-t", threads, "Worker threads in all, split over the devices (0: all cores)")
+  placement.add_to(cmd);
+  cmd.add_option("--threads,-t", threads,
+                 "Worker threads in all, split over the devices (0: all cores); cpu:0=6GiB@2 sets one device's")
       ->capture_default_str();
   cmd.add_option("--ctx,-c", ctx, "Context length to reserve KV cache for (0: the model's, at most 4096)")
       ->capture_default_str();
   cmd.add_flag("--quiet,-q", quiet, "Do not print the plan or the loading progress");
   cmd.add_flag("--trace-devices", trace_devices, "Log every copy between devices (also: FERRY_TRACE_DEVICES=1)");
+}
+
+void PlacementOptions::add_to(CLI::App& cmd) {
+  cmd.add_option("--devices", devices,
+                 "Devices, optional budgets and threads, e.g. cpu:0=6GiB,cpu:1=6GiB@2 (default: one CPU device per "
+                 "NUMA node with its memory)");
+  cmd.add_option("--strategy", strategy, "Placement: balanced, auto, balanced_low_0, sequential (custom: --device-map)")
+      ->capture_default_str();
+  cmd.add_option("--device-map", device_map,
+                 "JSON map of module-name prefixes to devices (accelerate's device_map format); unplaced modules are "
+                 "placed by --strategy");
+  cmd.add_flag("--strict-map", strict_map, "Refuse a --device-map that does not place every module");
+  cmd.add_option("--plan", plan_file, "Replay a plan saved by `ferry plan --save` (its devices and assignment)");
+  cmd.add_option("--prefill-chunk", prefill_chunk, "Longest step: prompts are fed in chunks of this many tokens")
+      ->capture_default_str();
+}
+
+std::vector<DeviceSpec> PlacementOptions::device_specs() const {
+  return devices.empty() ? default_devices() : parse_device_list(devices);
+}
+
+Plan plan_for(const ModelSpec& spec, const PlacementOptions& o, const RunLimits& limits) {
+  if (!o.plan_file.empty()) {
+    if (!o.devices.empty() || !o.device_map.empty()) {
+      fail(ErrorKind::Usage, "--plan replays a saved plan with its own devices; drop --devices/--device-map");
+    }
+    Plan plan = plan_from_json(read_json_file(o.plan_file, ErrorKind::Format), spec, o.plan_file);
+    PlanRequest request{plan.devices.empty() ? std::vector<DeviceSpec>{} : std::vector<DeviceSpec>{},
+                        plan.limits,
+                        Strategy::Custom,
+                        {}};
+    for (const auto& d : plan.devices) request.devices.push_back(d.device);
+    check_plan_fits(plan, spec, request);
+    return plan;
+  }
+  PlanRequest request;
+  request.devices = o.device_specs();
+  request.limits = limits;
+  request.strategy = parse_strategy(o.strategy);
+  if (request.strategy == Strategy::Custom && o.device_map.empty()) {
+    fail(ErrorKind::Usage, "--strategy custom needs --device-map FILE");
+  }
+  if (!o.device_map.empty()) {
+    request.pinned =
+        pins_from_device_map(read_json_file(o.device_map, ErrorKind::Usage), spec, request.devices, o.device_map);
+    if (request.strategy == Strategy::Auto || request.strategy == Strategy::Custom)
+      request.strategy = Strategy::Balanced;
+    Plan plan = make_plan(spec, request);
+    if (o.strict_map) require_complete(request.pinned, spec, plan);
+    plan.strategy = "custom";
+    request.strategy = Strategy::Custom;
+    check_plan_fits(plan, spec, request);
+    return plan;
+  }
+  Plan plan = make_plan(spec, request);
+  check_plan_fits(plan, spec, request);
+  return plan;
 }
 
 namespace {
@@ -78,13 +137,18 @@ int resolve_threads(int requested) {
 
 std::unique_ptr<LoadedModel> load_model(const RunOptions& o) {
   auto m = std::make_unique<LoadedModel>();
-  const auto specs = parse_device_list(o.devices);
   const int threads = resolve_threads(o.threads);
   m->ckpt = open_checkpoint(o.model);
   const ModelConfig& c = m->ckpt.config();
   m->context = resolve_context(o.ctx, c);
   // The plan is made and checked before any weight is read.
-  m->plan = plan_balanced(m->ckpt.spec, specs, m->context);
+  RunLimits limits;
+  limits.max_context = m->context;
+  limits.prefill_chunk = o.placement.prefill_chunk;
+  m->plan = plan_for(m->ckpt.spec, o.placement, limits);
+  m->context = m->plan.limits.max_context;  // a replayed plan brings its own
+  std::vector<DeviceSpec> specs;
+  for (const auto& d : m->plan.devices) specs.push_back(d.device);
   if (!o.quiet) {
     fmt::print(stderr, "model: {} ({}, {} layers, {:.1f}M parameters, {})\n", o.model, c.architecture, c.n_layer,
                static_cast<double>(m->ckpt.spec.parameter_count()) / 1e6, format_bytes(m->ckpt.weight_bytes()));
@@ -99,7 +163,7 @@ std::unique_ptr<LoadedModel> load_model(const RunOptions& o) {
 }
 
 std::unique_ptr<Session> LoadedModel::new_session() {
-  return std::make_unique<Session>(ckpt.spec, placement, weights, context);
+  return std::make_unique<Session>(ckpt.spec, placement, weights, context, plan.limits.prefill_chunk);
 }
 
 std::vector<int32_t> parse_id_list(const std::string& text) {
@@ -124,27 +188,47 @@ std::vector<int32_t> parse_id_list(const std::string& text) {
   return ids;
 }
 
-std::string device_report(const LoadedModel& model, const Session& session, int decoded_tokens) {
+std::vector<DeviceUsage> device_usage(const LoadedModel& model, const Session& session) {
   const RunStats& stats = session.last_stats();
-  std::string out =
-      fmt::format("  {:<8} {:>12} {:>12} {:>12} {:>12}\n", "device", "weights", "KV cache", "peak", "planned");
   const auto weights = model.weights.bytes_by_device();
   const auto states = session.states().bytes_by_device();
+  std::vector<DeviceUsage> out;
   for (const auto& dp : model.plan.devices) {
-    const std::string name = dp.device.id.str();
-    const auto w = weights.count(name) ? weights.at(name) : 0;
-    const auto kv = states.count(name) ? states.at(name) : 0;
-    Device* dev = nullptr;
-    for (Device* d : model.devices->all()) {
-      if (d->name() == name) dev = d;
+    DeviceUsage u;
+    u.name = dp.device.id.str();
+    u.planned_bytes = dp.total();
+    u.weight_bytes = weights.count(u.name) ? weights.at(u.name) : 0;
+    u.kv_bytes = states.count(u.name) ? states.at(u.name) : 0;
+    u.peak_bytes = session.peak_bytes(u.name);
+    for (const auto& e : stats.edges) {
+      if (e.to == u.name && e.from != "host") {
+        u.copies++;
+        u.bytes_copied += e.bytes;
+      }
     }
-    out += fmt::format("  {:<8} {:>12} {:>12} {:>12} {:>12}\n", name, format_bytes(w), format_bytes(kv),
-                       format_bytes(dev ? dev->allocator().peak() : 0), format_bytes(dp.weight_bytes + dp.kv_bytes));
+    out.push_back(u);
   }
-  out += fmt::format("  last step: {} copies between devices, {} moved", stats.device_copies,
-                     format_bytes(stats.device_bytes_moved));
-  if (decoded_tokens > 0) out += fmt::format(" (per decoded token)");
-  out += "\n";
+  return out;
+}
+
+std::string device_report(const LoadedModel& model, const Session& session, int decoded_tokens) {
+  std::string out = fmt::format("  {:<8} {:>11} {:>11} {:>11} {:>11} {:>11} {:>8}\n", "device", "weights", "KV cache",
+                                "workspace", "peak", "planned", "peak/plan");
+  const auto usage = device_usage(model, session);
+  for (size_t i = 0; i < usage.size(); ++i) {
+    const DeviceUsage& u = usage[i];
+    const DevicePlan& dp = model.plan.devices[i];
+    const uint64_t static_bytes = u.weight_bytes + u.kv_bytes;
+    out += fmt::format("  {:<8} {:>11} {:>11} {:>11} {:>11} {:>11} {:>8.3f}\n", u.name, format_bytes(u.weight_bytes),
+                       format_bytes(u.kv_bytes),
+                       format_bytes(u.peak_bytes > static_bytes ? u.peak_bytes - static_bytes : 0),
+                       format_bytes(u.peak_bytes), format_bytes(dp.total()),
+                       dp.total() > 0 ? static_cast<double>(u.peak_bytes) / static_cast<double>(dp.total()) : 0.0);
+  }
+  const RunStats& stats = session.last_stats();
+  out += fmt::format("  {} step: {} copies between devices, {} moved{}\n", decoded_tokens > 0 ? "last decode" : "last",
+                     stats.device_copies, format_bytes(stats.device_bytes_moved),
+                     decoded_tokens > 0 ? " (per decoded token)" : "");
   return out;
 }
 

@@ -12,14 +12,29 @@
 #include "engine/generator.h"
 #include "engine/session.h"
 #include "plan/plan.h"
+#include "plan/strategy.h"
 #include "runtime/placement.h"
 #include "runtime/weight_store.h"
 
 namespace ferry::cli {
 
+// Where a model goes: the devices, and a strategy, a device map or a saved plan.
+struct PlacementOptions {
+  std::string devices;  // empty: default_devices() (one CPU device per NUMA node)
+  std::string strategy = "balanced";
+  std::string device_map;   // accelerate-style JSON file: pins units, the rest is placed by the strategy
+  bool strict_map = false;  // the device map must place every unit
+  std::string plan_file;    // a saved plan (ferry plan --save), replayed exactly (its devices too)
+  int64_t prefill_chunk = 512;
+
+  void add_to(CLI::App& cmd);
+  // The devices asked for (not with --plan, whose devices are in the file).
+  std::vector<DeviceSpec> device_specs() const;
+};
+
 struct RunOptions {
   std::string model;
-  std::string devices = "cpu:0";
+  PlacementOptions placement;
   int threads = 0;     // 0: all hardware threads, split over the devices
   int64_t ctx = 0;     // 0: min(model context, 4096)
   bool quiet = false;  // no plan, no progress bar
@@ -27,6 +42,10 @@ struct RunOptions {
 
   void add_to(CLI::App& cmd, bool model_required = true);
 };
+
+// Plans `spec` under `options` and `limits` (the strategy, device map or saved plan), and checks
+// that it fits: Error(OutOfMemory) says which device, by how much and what would fit.
+Plan plan_for(const ModelSpec& spec, const PlacementOptions& options, const RunLimits& limits);
 
 // Owns everything a run needs, in destruction-safe order.
 struct LoadedModel {
@@ -52,7 +71,19 @@ std::unique_ptr<LoadedModel> load_model(const RunOptions& options);
 // "1,2,3" -> ids (Error(Usage) naming the bad item).
 std::vector<int32_t> parse_id_list(const std::string& text);
 
-// A per-device report after a run: weights, KV cache, peak, copies.
+// A per-device report after a run: planned vs measured peak; weights, KV cache, workspace; copies
+// and bytes moved per decoded token (the last step's).
 std::string device_report(const LoadedModel& model, const Session& session, int decoded_tokens);
+
+struct DeviceUsage {
+  std::string name;
+  uint64_t planned_bytes = 0;
+  uint64_t peak_bytes = 0;
+  uint64_t weight_bytes = 0;
+  uint64_t kv_bytes = 0;
+  size_t copies = 0;          // into this device, last step
+  uint64_t bytes_copied = 0;  // into this device, last step
+};
+std::vector<DeviceUsage> device_usage(const LoadedModel& model, const Session& session);
 
 }  // namespace ferry::cli

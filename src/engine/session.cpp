@@ -12,9 +12,18 @@ namespace {
 constexpr size_t kKeptStepGraphs = 4;
 }  // namespace
 
-Session::Session(const ModelSpec& spec, const Placement& placement, const WeightStore& weights, int64_t context)
-    : spec_(spec), executor_(placement, weights, states_), context_(context) {
+Session::Session(const ModelSpec& spec, const Placement& placement, const WeightStore& weights, int64_t context,
+                 int64_t max_step_tokens)
+    : spec_(spec), executor_(placement, weights, states_), context_(context), max_step_tokens_(max_step_tokens) {
   if (context <= 0) fail(ErrorKind::Usage, "the context must hold at least one token, got {}", context);
+  if (max_step_tokens <= 0) fail(ErrorKind::Usage, "a step must take at least one token, got {}", max_step_tokens);
+}
+
+size_t Session::peak_bytes(const std::string& device) const {
+  for (const auto& [name, peak] : peaks_) {
+    if (name == device) return peak;
+  }
+  return 0;
 }
 
 void Session::reset() {
@@ -71,6 +80,27 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, std::span<cons
       fail(ErrorKind::Usage, "token id {} is outside the vocabulary [0, {})", id, spec_.config.vocab);
     }
   }
+  // Long prompts go in chunks, so no step holds more activations than the plan reserved.
+  if (n > max_step_tokens_) {
+    std::vector<float> all;
+    for (int64_t start = 0; start < n; start += max_step_tokens_) {
+      const auto len = static_cast<size_t>(std::min(max_step_tokens_, n - start));
+      const auto at = static_cast<size_t>(start);
+      std::vector<float> part = eval_step(tokens.subspan(at, len), positions.subspan(at, len), all_logits);
+      if (all_logits) {
+        all.insert(all.end(), part.begin(), part.end());
+      } else {
+        all = std::move(part);
+      }
+    }
+    return all;
+  }
+  return eval_step(tokens, positions, all_logits);
+}
+
+std::vector<float> Session::eval_step(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                                      bool all_logits) {
+  const auto n = static_cast<int64_t>(tokens.size());
   StepGraph& step = step_graph(n, all_logits);
   for (int node : step.attention_nodes) {
     AttentionParams p = std::get<AttentionParams>(step.graph.graph().nodes()[static_cast<size_t>(node)].params);
@@ -86,6 +116,14 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, std::span<cons
   Tensor into = Tensor::view(Storage::view(logits.data(), logits.size() * sizeof(float), nullptr), 0, out.dtype,
                              out.shape, out.name);
   executor_.run(step.graph, step.inputs, std::span<Tensor>(&into, 1));
+  for (const auto& d : executor_.stats().devices) {
+    auto it = std::find_if(peaks_.begin(), peaks_.end(), [&](const auto& p) { return p.first == d.device; });
+    if (it == peaks_.end()) {
+      peaks_.emplace_back(d.device, d.peak_bytes);
+    } else {
+      it->second = std::max(it->second, d.peak_bytes);
+    }
+  }
 
   n_past_ += n;
   int32_t max_pos = positions[0];

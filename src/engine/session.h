@@ -19,7 +19,10 @@ namespace ferry {
 class Session {
  public:
   // `context`: KV-cache rows per layer (the longest prompt + generation this session can hold).
-  Session(const ModelSpec& spec, const Placement& placement, const WeightStore& weights, int64_t context);
+  // `max_step_tokens`: longer inputs are evaluated in chunks of this many tokens (the plan's
+  // RunLimits::prefill_chunk), which bounds the activations a step holds.
+  Session(const ModelSpec& spec, const Placement& placement, const WeightStore& weights, int64_t context,
+          int64_t max_step_tokens = 512);
 
   // Feeds tokens at explicit positions (positions are independent of cache slots: GLM-4V gives all
   // image tokens one position). Returns logits [rows, vocab] row-major: one row for the last token,
@@ -35,6 +38,9 @@ class Session {
   void reset();  // forget the conversation (cache contents are overwritten by later steps)
 
   const RunStats& last_stats() const { return executor_.stats(); }
+  // The highest allocator peak a step of this session reached on `device` (weights and KV cache
+  // included), 0 for a device no step used.
+  size_t peak_bytes(const std::string& device) const;
   Executor& executor() { return executor_; }
   const StateStore& states() const { return states_; }
 
@@ -52,14 +58,17 @@ class Session {
     Executor::Inputs inputs;
   };
   StepGraph& step_graph(int64_t n_tokens, bool all_logits);
+  std::vector<float> eval_step(std::span<const int32_t> tokens, std::span<const int32_t> positions, bool all_logits);
 
   const ModelSpec& spec_;
   StateStore states_;
   Executor executor_;
   int64_t context_;
+  int64_t max_step_tokens_;
   int64_t n_past_ = 0;
   int64_t next_pos_ = 0;
-  std::vector<std::unique_ptr<StepGraph>> step_graphs_;  // the most recently used last
+  std::vector<std::unique_ptr<StepGraph>> step_graphs_;
+  std::vector<std::pair<std::string, size_t>> peaks_;  // device -> highest step peak  // the most recently used last
 };
 
 }  // namespace ferry

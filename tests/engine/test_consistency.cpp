@@ -4,7 +4,7 @@
 
 #include "engine/plan_placement.h"
 #include "engine_fixture.h"
-#include "plan/plan.h"
+#include "plan/strategy.h"
 
 namespace ferry {
 namespace {

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine_fixture.h"
-#include "plan/plan.h"
+#include "plan/strategy.h"
 
 namespace ferry {
 namespace {
