@@ -12,7 +12,11 @@ TEST(DeviceId, ParsesAndPrints) {
   EXPECT_EQ(DeviceId::parse("cpu:1").index, 1);
   EXPECT_EQ(DeviceId::parse("cpu").index, 0);
   EXPECT_EQ(DeviceId::parse("cpu:3").str(), "cpu:3");
-  EXPECT_THROW(DeviceId::parse("cuda:0"), Error);
+  // cuda:N names a planning target; creating one is refused.
+  EXPECT_EQ(DeviceId::parse("cuda:2").str(), "cuda:2");
+  EXPECT_EQ(DeviceId::parse("cuda:2").type, DeviceType::Cuda);
+  EXPECT_THROW(DeviceSet(parse_device_list("cuda:0"), 1), Error);
+  EXPECT_THROW(DeviceId::parse("gpu:0"), Error);
   EXPECT_THROW(DeviceId::parse("cpu:x"), Error);
   EXPECT_THROW(DeviceId::parse("cpu:-1"), Error);
 }
@@ -26,6 +30,20 @@ TEST(DeviceList, ParsesBudgets) {
   EXPECT_THROW(parse_device_list("cpu:0,cpu:0"), Error);
   EXPECT_THROW(parse_device_list("cpu:0=lots"), Error);
   EXPECT_THROW(parse_device_list("cpu:0,,cpu:1"), Error);
+  // "@N": the device's own worker threads; the list prints back as it was written.
+  const auto threaded = parse_device_list("cpu:0=1GiB@3,cpu:1@1");
+  EXPECT_EQ(threaded[0].threads, 3);
+  EXPECT_EQ(threaded[0].budget, 1ull << 30);
+  EXPECT_EQ(threaded[1].threads, 1);
+  EXPECT_EQ(format_device_list(threaded), "cpu:0=1073741824@3,cpu:1@1");
+  EXPECT_THROW(parse_device_list("cpu:0@0"), Error);
+  EXPECT_THROW(parse_device_list("cpu:0@x"), Error);
+  DeviceSet set(threaded, 8);
+  EXPECT_EQ(set.at(0).threads().size(), 3);
+  // The default: at least one CPU device, numbered from 0.
+  const auto defaults = default_devices();
+  ASSERT_FALSE(defaults.empty());
+  EXPECT_EQ(defaults[0].id.str(), "cpu:0");
 }
 
 TEST(Allocator, CountsLiveAndPeakAndRefusesOverBudget) {
