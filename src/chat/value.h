@@ -44,21 +44,7 @@ struct ObjectData;
 struct Namespace;
 struct Callable;
 
-// Insertion-ordered string -> value map (JavaScript's Map).
-class OrderedMap {
- public:
-  const Value* find(std::string_view key) const;
-  Value* find(std::string_view key);
-  // Replaces the value of an existing key in place (keeping its position) or appends.
-  void set(std::string key, Value value);
-  bool erase(std::string_view key);
-  size_t size() const { return entries_.size(); }
-  bool empty() const { return entries_.empty(); }
-  const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
-
- private:
-  std::vector<std::pair<std::string, Value>> entries_;
-};
+class OrderedMap;
 
 struct Value {
   ValueKind kind = ValueKind::Undefined;
@@ -81,6 +67,22 @@ struct Value {
   const std::vector<Value>& items() const;  // Array, Tuple
   const OrderedMap& entries() const;        // Object, KwArgs, Namespace
   int depth() const;                        // nesting of lists and dicts, for the limits
+};
+
+// Insertion-ordered string -> value map (JavaScript's Map).
+class OrderedMap {
+ public:
+  const Value* find(std::string_view key) const;
+  Value* find(std::string_view key);
+  // Replaces the value of an existing key in place (keeping its position) or appends.
+  void set(std::string key, Value value);
+  bool erase(std::string_view key);
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
+
+ private:
+  std::vector<std::pair<std::string, Value>> entries_;
 };
 
 struct ArrayData {
