@@ -81,6 +81,17 @@ int run_generate(const GenerateArgs& a) {
     out["ids"] = r.ids;
     out["text"] = r.text;
     out["stop"] = stop_name(r.stop);
+    // Per device: what the plan reserved, the measured peak, and the last decode step's copies in.
+    out["devices"] = nlohmann::json::array();
+    for (const DeviceUsage& u : device_usage(*model, *session)) {
+      out["devices"].push_back({{"name", u.name},
+                                {"planned_bytes", u.planned_bytes},
+                                {"peak_bytes", u.peak_bytes},
+                                {"weight_bytes", u.weight_bytes},
+                                {"kv_bytes", u.kv_bytes},
+                                {"copies", u.copies},
+                                {"bytes_copied", u.bytes_copied}});
+    }
     std::puts(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   } else if (tok == nullptr) {
     std::puts(fmt::format("{}", fmt::join(r.ids, ",")).c_str());  // no tokenizer: the ids are the output
