@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <array>
+#include <queue>
 #include <unordered_map>
 
 #include "core/error.h"
+#include "text/added_tokens.h"
 #include "text/byte_level.h"
 #include "text/merge.h"
+#include "text/normalizer.h"
 #include "text/pretokenizer.h"
 #include "text/utf8.h"
 
@@ -22,14 +25,6 @@ struct StringHash {
 };
 template <typename V>
 using StringMap = std::unordered_map<std::string, V, StringHash, std::equal_to<>>;
-
-// A merge's key: the left part's length, then both parts, so ("ab","c") and ("a","bc") differ.
-void merge_key(std::string& key, std::string_view left, std::string_view right) {
-  const auto n = static_cast<uint32_t>(left.size());
-  key.assign(reinterpret_cast<const char*>(&n), sizeof n);
-  key.append(left);
-  key.append(right);
-}
 
 // The byte of a "<0xAB>" piece, or -1.
 int parse_byte_piece(std::string_view piece) {
@@ -50,47 +45,84 @@ int parse_byte_piece(std::string_view piece) {
   return value;
 }
 
-// A piece of the input: raw text, or a special token found in it.
-struct Fragment {
-  int32_t id;  // -1 for raw text
-  std::string_view text;
+uint64_t pair_key(int32_t left, int32_t right) {
+  return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+}
+
+// What runs on each word.
+enum class Model {
+  RankBpe,   // merges by rank (tokenizers' BPE model, GGUF gpt2)
+  ScoreSpm,  // merges by token score (GGUF llama, llama.cpp's sentencepiece BPE)
+  RankIds,   // tiktoken: the merge whose result has the lowest id first
 };
+
+struct MergeRule {
+  int32_t rank;
+  int32_t merged;
+};
+
+bool has_byte_level(const std::vector<PreTokenizerStep>& steps) {
+  return std::any_of(steps.begin(), steps.end(),
+                     [](const PreTokenizerStep& s) { return s.kind == PreTokenizerStep::Kind::ByteLevel; });
+}
 
 }  // namespace
 
 struct Tokenizer::Impl {
   Vocab vocab;
-  StringMap<int32_t> piece_to_id;         // every non-empty piece, lowest id first
-  StringMap<int32_t> mergeable;           // pieces ordinary text may become: all but control tokens
-  StringMap<int64_t> merge_rank;          // merge_key(left, right) -> rank
-  std::array<int32_t, 256> byte_token{};  // Spm: byte -> <0xXX> token, -1 when absent
-  std::vector<int32_t> specials;          // control/user-defined/unknown ids, longest text first
-  std::shared_ptr<const PreTokenizer> pre_tokenizer;
+  Model model = Model::RankBpe;
+  StringMap<int32_t> piece_to_id;                       // every non-empty piece, lowest id first
+  StringMap<int32_t> mergeable;                         // pieces ordinary text may become: all but control tokens
+  std::unordered_map<uint64_t, MergeRule> merge_rules;  // (left id, right id) -> rank and result
+  std::array<int32_t, 256> byte_token{};                // byte -> <0xXX> token, -1 when absent
+  AddedTokenMatcher raw_added;                          // added tokens matched in the raw text
+  AddedTokenMatcher normalized_added;                   // added tokens matched after normalization
+  Normalizer normalizer;
+  PreTokenizer pre_tokenizer;
+  std::vector<int32_t> prefix, suffix;  // what add_special puts around the text
+  std::shared_ptr<const FragmentEncoder> external;
 
-  std::vector<Fragment> split_special(std::string_view text, bool parse_special) const;
-  void encode_spm(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const;
-  void encode_bpe(std::string_view text, std::vector<int32_t>& out) const;
-  void encode_bpe_word(std::string_view word, std::vector<int32_t>& out) const;
+  void encode_run(std::string_view text, bool at_start, std::vector<int32_t>& out) const;
+  void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+  void encode_rank_bpe(std::string_view word, std::vector<int32_t>& out) const;
+  void encode_by_score(std::string_view word, std::vector<int32_t>& out) const;
   void fallback(std::string_view symbol, std::vector<int32_t>& out) const;
-  int64_t rank(std::string& key, std::string_view left, std::string_view right) const;
   void check_id(int32_t id) const;
 };
 
 Tokenizer Tokenizer::from_vocab(Vocab vocab) {
-  return from_vocab(std::move(vocab), make_gpt2_pretokenizer());
+  return from_vocab(std::move(vocab), nullptr);
 }
 
-Tokenizer Tokenizer::from_vocab(Vocab vocab, std::shared_ptr<const PreTokenizer> pre_tokenizer) {
+Tokenizer Tokenizer::from_vocab(Vocab vocab, std::shared_ptr<const FragmentEncoder> encoder) {
   // A hand-built vocabulary may leave out what has an obvious default.
   if (vocab.scores.empty()) vocab.scores.assign(vocab.tokens.size(), 0.0f);
   if (vocab.types.empty()) vocab.types.assign(vocab.tokens.size(), static_cast<int32_t>(TokenType::Normal));
   std::sort(vocab.eog_ids.begin(), vocab.eog_ids.end());
   vocab.eog_ids.erase(std::unique(vocab.eog_ids.begin(), vocab.eog_ids.end()), vocab.eog_ids.end());
   vocab.validate();
-  if (!pre_tokenizer) fail(ErrorKind::Usage, "{}: Tokenizer::from_vocab needs a pre-tokenizer", vocab.source);
+
   auto impl = std::make_shared<Impl>();
-  impl->pre_tokenizer = std::move(pre_tokenizer);
+  impl->external = std::move(encoder);
   impl->byte_token.fill(-1);
+
+  // The pipeline a vocabulary without one implies.
+  if (vocab.kind == Vocab::Kind::Bpe) {
+    if (vocab.pre_tokenizers.empty()) {
+      vocab.pre_tokenizers.push_back(PreTokenizerStep::byte_level(vocab.add_space_prefix, true));
+    } else if (!has_byte_level(vocab.pre_tokenizers)) {
+      vocab.pre_tokenizers.push_back(PreTokenizerStep::byte_level(false, false));
+    }
+    impl->model = vocab.merges_from_ranks ? Model::RankIds : Model::RankBpe;
+  } else {
+    if (vocab.normalizers.empty() && vocab.pre_tokenizers.empty() && !impl->external) {
+      if (vocab.add_space_prefix) vocab.normalizers.push_back({NormalizerStep::Kind::Prepend, "", false, kMetaspace});
+      vocab.normalizers.push_back({NormalizerStep::Kind::Replace, " ", false, kMetaspace});
+    }
+    impl->model = vocab.merges.empty() ? Model::ScoreSpm : Model::RankBpe;
+  }
+  impl->normalizer = Normalizer(vocab.normalizers, vocab.source);
+  impl->pre_tokenizer = PreTokenizer(vocab.pre_tokenizers, vocab.source);
 
   for (int32_t id = 0; id < vocab.size(); ++id) {
     const std::string& piece = vocab.tokens[id];
@@ -99,20 +131,34 @@ Tokenizer Tokenizer::from_vocab(Vocab vocab, std::shared_ptr<const PreTokenizer>
     const TokenType type = vocab.type(id);
     if (type != TokenType::Control) impl->mergeable.emplace(piece, id);
     if (type == TokenType::Control || type == TokenType::UserDefined || type == TokenType::Unknown) {
-      impl->specials.push_back(id);
+      const uint8_t flags = vocab.token_flags.empty() ? 0 : vocab.token_flags[id];
+      const bool special = type != TokenType::UserDefined;
+      if (flags & kAddedNormalized) {
+        impl->normalized_added.add(impl->normalizer.apply(piece), id, flags, special);
+      } else {
+        impl->raw_added.add(piece, id, flags, special);
+      }
     }
     if (const int byte = parse_byte_piece(piece); byte >= 0 && impl->byte_token[byte] < 0) {
       impl->byte_token[byte] = id;
     }
   }
-  std::stable_sort(impl->specials.begin(), impl->specials.end(),
-                   [&](int32_t a, int32_t b) { return vocab.tokens[a].size() > vocab.tokens[b].size(); });
 
-  std::string key;
   for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
-    merge_key(key, vocab.merges[rank].first, vocab.merges[rank].second);
-    impl->merge_rank.emplace(key, static_cast<int64_t>(rank));  // a repeated merge keeps its first rank
+    const auto& [left, right] = vocab.merges[rank];
+    const auto l = impl->piece_to_id.find(left);
+    const auto r = impl->piece_to_id.find(right);
+    const auto m = impl->piece_to_id.find(left + right);
+    // A merge of pieces the vocabulary lacks can never apply (llama.cpp skips it too).
+    if (l == impl->piece_to_id.end() || r == impl->piece_to_id.end() || m == impl->piece_to_id.end()) continue;
+    // A repeated merge keeps its first rank.
+    impl->merge_rules.emplace(pair_key(l->second, r->second), MergeRule{static_cast<int32_t>(rank), m->second});
   }
+
+  impl->prefix = vocab.special_prefix;
+  if (impl->prefix.empty() && vocab.add_bos) impl->prefix.push_back(vocab.bos);
+  impl->suffix = vocab.special_suffix;
+  if (impl->suffix.empty() && vocab.add_eos) impl->suffix.push_back(vocab.eos);
   impl->vocab = std::move(vocab);
   return Tokenizer(std::move(impl));
 }
@@ -127,91 +173,163 @@ void Tokenizer::Impl::check_id(int32_t id) const {
   }
 }
 
-int64_t Tokenizer::Impl::rank(std::string& key, std::string_view left, std::string_view right) const {
-  merge_key(key, left, right);
-  const auto it = merge_rank.find(key);
-  return it == merge_rank.end() ? -1 : it->second;
-}
-
-std::vector<Fragment> Tokenizer::Impl::split_special(std::string_view text, bool parse_special) const {
-  std::vector<Fragment> fragments;
-  if (text.empty()) return fragments;
-  fragments.push_back({-1, text});
-  std::vector<Fragment> next;
-  // One special token at a time, longest first, over the raw text that is left (llama.cpp's
-  // tokenizer_st_partition), so "<|im_end|>" wins over a shorter token inside it.
-  for (int32_t id : specials) {
-    if (!parse_special && vocab.type(id) != TokenType::UserDefined) continue;
-    const std::string& special = vocab.tokens[id];
-    next.clear();
-    for (const Fragment& f : fragments) {
-      if (f.id >= 0) {
-        next.push_back(f);
-        continue;
-      }
-      std::string_view rest = f.text;
-      for (size_t at = rest.find(special); at != std::string_view::npos; at = rest.find(special)) {
-        if (at > 0) next.push_back({-1, rest.substr(0, at)});
-        next.push_back({id, special});
-        rest.remove_prefix(at + special.size());
-      }
-      if (!rest.empty()) next.push_back({-1, rest});
-    }
-    fragments.swap(next);
-  }
-  return fragments;
-}
-
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
   const Impl& m = *impl_;
-  const Vocab& v = m.vocab;
   std::vector<int32_t> out;
-  if (add_special && v.add_bos) out.push_back(v.bos);
+  out.reserve(text.size() / 3 + 8);
+  if (add_special) out.insert(out.end(), m.prefix.begin(), m.prefix.end());
 
-  bool after_special = true;  // the start of the text counts as following a special token
-  for (const Fragment& f : m.split_special(text, parse_special)) {
-    if (f.id >= 0) {
-      out.push_back(f.id);
-      after_special = true;
+  for (const AddedTokenMatcher::Part& part : m.raw_added.split(text, parse_special)) {
+    if (part.id >= 0) {
+      out.push_back(part.id);
       continue;
     }
-    if (v.kind == Vocab::Kind::Spm) {
-      m.encode_spm(f.text, v.add_space_prefix && after_special, out);
-    } else {
-      m.encode_bpe(f.text, out);
+    const std::string_view run = text.substr(part.start, part.end - part.start);
+    const bool at_start = part.start == 0;
+    if (m.external) {
+      m.external->encode(run, out);
+      continue;
     }
-    after_special = false;
+    const std::string normalized = m.normalizer.empty() ? std::string(run) : m.normalizer.apply(run);
+    if (m.normalized_added.empty()) {
+      m.encode_run(normalized, at_start, out);
+      continue;
+    }
+    for (const AddedTokenMatcher::Part& sub : m.normalized_added.split(normalized, parse_special)) {
+      if (sub.id >= 0) {
+        out.push_back(sub.id);
+      } else {
+        m.encode_run(std::string_view(normalized).substr(sub.start, sub.end - sub.start), at_start && sub.start == 0,
+                     out);
+      }
+    }
   }
 
-  if (add_special && v.add_eos) out.push_back(v.eos);
+  if (add_special) out.insert(out.end(), m.suffix.begin(), m.suffix.end());
   return out;
 }
 
-void Tokenizer::Impl::encode_spm(std::string_view text, bool space_prefix, std::vector<int32_t>& out) const {
-  std::string escaped = space_prefix ? kMetaspace : std::string();
-  escaped.reserve(escaped.size() + text.size() + text.size() / 2);
-  for (char c : text) {
-    if (c == ' ') {
-      escaped += kMetaspace;
-    } else {
-      escaped += c;
+void Tokenizer::Impl::encode_run(std::string_view text, bool at_start, std::vector<int32_t>& out) const {
+  const Words words = pre_tokenizer.split(text, at_start);
+  for (size_t i = 0; i < words.size(); ++i) encode_word(words[i], out);
+}
+
+void Tokenizer::Impl::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+  if (word.empty()) return;
+  switch (model) {
+    case Model::RankBpe:
+      encode_rank_bpe(word, out);
+      break;
+    case Model::ScoreSpm:
+    case Model::RankIds:
+      encode_by_score(word, out);
+      break;
+  }
+}
+
+// tokenizers' BPE::merge_word + Word::merge_all: characters (or their <0xXX> bytes, or the unknown
+// token) become symbols, then the pair with the lowest rank merges first, the leftmost on ties; a
+// queued pair is stale when the symbols there no longer form it.
+void Tokenizer::Impl::encode_rank_bpe(std::string_view word, std::vector<int32_t>& out) const {
+  if (vocab.ignore_merges) {
+    if (const auto it = piece_to_id.find(word); it != piece_to_id.end()) {
+      out.push_back(it->second);
+      return;
     }
   }
-
-  std::vector<std::string_view> symbols;
-  if (vocab.merges.empty()) {
-    symbols = merge_by_score(escaped, [&](std::string_view piece) -> std::optional<float> {
-      const auto it = mergeable.find(piece);
-      if (it == mergeable.end()) return std::nullopt;
-      return vocab.scores[it->second];
-    });
-  } else {
-    std::string key;
-    symbols = merge_by_rank(escaped, [&](std::string_view l, std::string_view r) { return rank(key, l, r); });
+  struct Symbol {
+    int32_t id;
+    int32_t prev;
+    int32_t next;
+    bool removed;
+  };
+  std::vector<Symbol> symbols;
+  symbols.reserve(word.size());
+  const auto add = [&](int32_t id) {
+    const auto index = static_cast<int32_t>(symbols.size());
+    if (index > 0) symbols.back().next = index;
+    symbols.push_back({id, index - 1, -1, false});
+  };
+  int32_t pending_unknown = -1;  // fuse_unk: one unknown token for a run of unknown characters
+  for (size_t i = 0; i < word.size();) {
+    const size_t length = utf8::char_length(word.substr(i));
+    const std::string_view c = word.substr(i, length);
+    i += length;
+    if (const auto it = piece_to_id.find(c); it != piece_to_id.end()) {
+      if (pending_unknown >= 0) add(std::exchange(pending_unknown, -1));
+      add(it->second);
+      continue;
+    }
+    if (vocab.byte_fallback &&
+        std::all_of(c.begin(), c.end(), [&](char b) { return byte_token[static_cast<uint8_t>(b)] >= 0; })) {
+      if (pending_unknown >= 0) add(std::exchange(pending_unknown, -1));
+      for (char b : c) add(byte_token[static_cast<uint8_t>(b)]);
+      continue;
+    }
+    if (vocab.unk < 0) continue;  // tokenizers drops a character it has no token for
+    if (pending_unknown >= 0 && !vocab.fuse_unk) add(pending_unknown);
+    pending_unknown = vocab.unk;
   }
+  if (pending_unknown >= 0) add(pending_unknown);
+
+  struct Candidate {
+    int32_t rank;
+    int32_t pos;
+    int32_t merged;
+  };
+  const auto later = [](const Candidate& a, const Candidate& b) {  // the queue's top merges first
+    return a.rank != b.rank ? a.rank > b.rank : a.pos > b.pos;
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(later)> queue(later);
+  const auto rule = [&](int32_t left, int32_t right) -> const MergeRule* {
+    const auto it = merge_rules.find(pair_key(symbols[left].id, symbols[right].id));
+    return it == merge_rules.end() ? nullptr : &it->second;
+  };
+  for (int32_t i = 0; i + 1 < static_cast<int32_t>(symbols.size()); ++i) {
+    if (const MergeRule* r = rule(i, i + 1)) queue.push({r->rank, i, r->merged});
+  }
+  while (!queue.empty()) {
+    const Candidate top = queue.top();
+    queue.pop();
+    Symbol& left = symbols[top.pos];
+    if (left.removed || left.next < 0) continue;
+    const MergeRule* r = rule(top.pos, left.next);
+    if (r == nullptr || r->merged != top.merged) continue;  // stale
+    Symbol& right = symbols[left.next];
+    left.id = top.merged;
+    right.removed = true;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = top.pos;
+    if (left.prev >= 0) {
+      if (const MergeRule* p = rule(left.prev, top.pos)) queue.push({p->rank, left.prev, p->merged});
+    }
+    if (left.next >= 0) {
+      if (const MergeRule* n = rule(top.pos, left.next)) queue.push({n->rank, top.pos, n->merged});
+    }
+  }
+  for (const Symbol& s : symbols) {
+    if (!s.removed) out.push_back(s.id);
+  }
+}
+
+// llama.cpp's sentencepiece BPE (merge the pair whose concatenation is the token with the highest
+// score) or tiktoken's (the lowest id); a symbol that is no token falls back to bytes.
+void Tokenizer::Impl::encode_by_score(std::string_view word, std::vector<int32_t>& out) const {
+  if (vocab.ignore_merges) {
+    if (const auto it = mergeable.find(word); it != mergeable.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  const bool by_id = model == Model::RankIds;
+  const std::vector<std::string_view> symbols =
+      merge_by_score(word, [&](std::string_view piece) -> std::optional<float> {
+        const auto it = mergeable.find(piece);
+        if (it == mergeable.end()) return std::nullopt;
+        return by_id ? -static_cast<float>(it->second) : vocab.scores[it->second];
+      });
   for (std::string_view symbol : symbols) {
-    const auto it = mergeable.find(symbol);
-    if (it != mergeable.end()) {
+    if (const auto it = mergeable.find(symbol); it != mergeable.end()) {
       out.push_back(it->second);
     } else {
       fallback(symbol, out);
@@ -236,49 +354,6 @@ void Tokenizer::Impl::fallback(std::string_view symbol, std::vector<int32_t>& ou
        "{}: cannot encode the text \"{}\": the vocabulary has no token for it, no byte-fallback tokens and no "
        "unknown token",
        vocab.source, utf8::sanitize(symbol));
-}
-
-void Tokenizer::Impl::encode_bpe(std::string_view text, std::vector<int32_t>& out) const {
-  std::string prefixed;
-  if (vocab.add_space_prefix && (text.empty() || text.front() != ' ')) {  // ByteLevel add_prefix_space
-    prefixed = " ";
-    prefixed.append(text);
-    text = prefixed;
-  }
-  for (std::string_view word : pre_tokenizer->split(text)) encode_bpe_word(word, out);
-}
-
-void Tokenizer::Impl::encode_bpe_word(std::string_view word, std::vector<int32_t>& out) const {
-  const std::string mapped = byte_level::encode(word);
-  if (vocab.ignore_merges) {
-    if (const auto it = mergeable.find(mapped); it != mergeable.end()) {
-      out.push_back(it->second);
-      return;
-    }
-  }
-  std::string key;
-  const auto symbols = merge_by_rank(mapped, [&](std::string_view l, std::string_view r) { return rank(key, l, r); });
-  for (std::string_view symbol : symbols) {
-    if (const auto it = mergeable.find(symbol); it != mergeable.end()) {
-      out.push_back(it->second);
-      continue;
-    }
-    // No token for the merged symbol: one token per byte character (as llama.cpp does).
-    for (size_t i = 0; i < symbol.size();) {
-      const size_t length = utf8::char_length(symbol.substr(i));
-      if (const auto it = mergeable.find(symbol.substr(i, length)); it != mergeable.end()) {
-        out.push_back(it->second);
-      } else if (vocab.unk >= 0) {
-        out.push_back(vocab.unk);
-      } else {
-        fail(ErrorKind::Unsupported,
-             "{}: cannot encode the byte-level character \"{}\": the vocabulary has no token for it and no unknown "
-             "token",
-             vocab.source, symbol.substr(i, length));
-      }
-      i += length;
-    }
-  }
 }
 
 std::string Tokenizer::decode_token(int32_t id, bool render_special) const {

@@ -12,21 +12,29 @@
 
 namespace ferry {
 
-class PreTokenizer;
+// Encodes the text between added tokens in place of a vocabulary's own pipeline (a
+// sentencepiece model run by libsentencepiece itself).
+class FragmentEncoder {
+ public:
+  virtual ~FragmentEncoder() = default;
+  virtual void encode(std::string_view text, std::vector<int32_t>& out) const = 0;
+};
 
 class Tokenizer {
  public:
-  // Validates the vocabulary (Error(Format) naming vocab.source) and builds the lookup tables.
-  // Empty scores/types default to 0 / normal; eog_ids are sorted.
+  // Validates the vocabulary (Error(Format) naming vocab.source), compiles its pipeline and builds
+  // the lookup tables. Empty scores/types default to 0 / normal; eog_ids are sorted.
   static Tokenizer from_vocab(Vocab vocab);
-  // Replaces the byte-level pre-tokenizer (default: make_gpt2_pretokenizer()).
-  static Tokenizer from_vocab(Vocab vocab, std::shared_ptr<const PreTokenizer> pre_tokenizer);
+  // The same, with `encoder` turning the text between added tokens into ids.
+  static Tokenizer from_vocab(Vocab vocab, std::shared_ptr<const FragmentEncoder> encoder);
 
-  // Text to ids. add_special: add bos/eos as the vocabulary asks (Vocab::add_bos/add_eos).
-  // parse_special: control and unknown tokens written in the text ("<s>", "<|im_end|>") become
-  // their ids; user-defined tokens always do. Special tokens are matched before anything else,
-  // longest first, as llama.cpp does. Spm: the dummy "▁" prefix goes before the text at the start
-  // and after every special token.
+  // Text to ids, as Hugging Face tokenizers encodes: added tokens are found first (leftmost, then
+  // longest, with their lstrip/rstrip/single_word options); the text between them is normalized,
+  // pre-tokenized and run through the model (rank BPE, score BPE or tiktoken ranks); add_special
+  // puts the post-processor's tokens around the result (Vocab::special_prefix/suffix, bos/eos).
+  // parse_special = false leaves control and unknown tokens written in the text as text
+  // (user-defined ones are still matched). Invalid UTF-8 is encoded byte for byte where the
+  // vocabulary can (byte-level pieces or <0xXX> byte fallback).
   std::vector<int32_t> encode(std::string_view text, bool add_special, bool parse_special = true) const;
 
   // Ids to bytes. Control and unknown tokens are left out unless render_special. Spm: "▁" becomes

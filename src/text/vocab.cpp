@@ -61,6 +61,16 @@ void Vocab::validate() const {
     if (id < 0) fail(ErrorKind::Format, "{}: end-of-generation id {} is negative", source, id);
     check_id(*this, id, "end-of-generation");
   }
+  for (const auto* ids : {&special_prefix, &special_suffix}) {
+    for (int32_t id : *ids) {
+      if (id < 0) fail(ErrorKind::Format, "{}: the post-processor template names token id {}", source, id);
+      check_id(*this, id, "post-processor template");
+    }
+  }
+  if (!token_flags.empty() && token_flags.size() != tokens.size()) {
+    fail(ErrorKind::Format, "{}: {} added-token flags for {} tokens; there must be one per token", source,
+         token_flags.size(), tokens.size());
+  }
   if (!std::is_sorted(eog_ids.begin(), eog_ids.end()) ||
       std::adjacent_find(eog_ids.begin(), eog_ids.end()) != eog_ids.end()) {
     fail(ErrorKind::Usage, "{}: eog_ids must be sorted and unique (call finalize_special_tokens)", source);

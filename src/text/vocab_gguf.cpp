@@ -1,8 +1,11 @@
 // vocab_from_gguf: the tokenizer.ggml.* keys of a GGUF file.
+#include <algorithm>
+#include <cctype>
 #include <optional>
 
 #include "core/error.h"
 #include "formats/gguf.h"
+#include "text/pretokenizer.h"
 #include "text/vocab.h"
 
 namespace ferry {
@@ -40,6 +43,23 @@ std::vector<std::pair<std::string, std::string>> read_merges(const GgufFile& fil
     merges.emplace_back(lines[i].substr(0, space), lines[i].substr(space + 1));
   }
   return merges;
+}
+
+// GGUF has no per-token match options; llama.cpp sets the ones Phi-3's tokenizer.json has (its
+// added tokens swallow the white space after them) by the model's name.
+void set_token_flags(const GgufFile& file, Vocab& vocab) {
+  std::string name = file.opt_string("general.name").value_or("");
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (name.find("phi-3") == std::string::npos && name.find("phi3") == std::string::npos) return;
+  vocab.token_flags.assign(vocab.tokens.size(), 0);
+  for (size_t id = 0; id < vocab.tokens.size(); ++id) {
+    const auto type = static_cast<TokenType>(vocab.types[id]);
+    const std::string& text = vocab.tokens[id];
+    const bool special = type == TokenType::Control || type == TokenType::UserDefined || type == TokenType::Unknown;
+    if ((special || text == "</s>") && text != "<unk>" && text != "<s>" && text != "<|endoftext|>") {
+      vocab.token_flags[id] = kAddedRStrip;
+    }
+  }
 }
 
 }  // namespace
@@ -83,20 +103,24 @@ Vocab vocab_from_gguf(const GgufFile& file) {
   vocab.eot = read_special_id(file, "tokenizer.ggml.eot_token_id", n_tokens, false);
   vocab.eom = read_special_id(file, "tokenizer.ggml.eom_token_id", n_tokens, false);
 
-  // Defaults as llama.cpp's: sentencepiece vocabularies add bos and a dummy space prefix unless
-  // told otherwise; byte-level ones do neither.
   const bool spm = vocab.kind == Vocab::Kind::Spm;
-  // An explicit add_bos_token = true without a bos id is reported by validate().
-  vocab.add_bos = file.opt_bool("tokenizer.ggml.add_bos_token").value_or(spm && vocab.bos >= 0);
+  vocab.pre = file.opt_string("tokenizer.ggml.pre").value_or("");
+  bool default_add_bos = spm && vocab.bos >= 0;
+  if (!spm) {
+    GgufPreTokenizer pre = pre_tokenizer_for_gguf(vocab.pre, file.path());
+    vocab.pre_tokenizers = std::move(pre.steps);
+    vocab.ignore_merges = pre.ignore_merges;
+    default_add_bos = pre.add_bos && vocab.bos >= 0;
+  }
+  // Defaults as llama.cpp's: sentencepiece vocabularies add bos and a dummy space prefix unless
+  // told otherwise; byte-level ones do neither (but Llama-3 style ones add bos). An explicit
+  // add_bos_token = true without a bos id is reported by validate().
+  vocab.add_bos = file.opt_bool("tokenizer.ggml.add_bos_token").value_or(default_add_bos);
   vocab.add_eos = file.opt_bool("tokenizer.ggml.add_eos_token").value_or(false);
   vocab.add_space_prefix = spm && file.opt_bool("tokenizer.ggml.add_space_prefix").value_or(true);
   vocab.byte_fallback = true;
-  vocab.pre = file.opt_string("tokenizer.ggml.pre").value_or("");
-  // Llama-3 style vocabularies emit a word that is itself a token without merging (llama.cpp
-  // sets this for these pre-tokenizer names).
-  vocab.ignore_merges =
-      vocab.pre == "llama3" || vocab.pre == "llama-v3" || vocab.pre == "llama-bpe" || vocab.pre == "falcon3";
   vocab.chat_template = file.opt_string("tokenizer.chat_template").value_or("");
+  set_token_flags(file, vocab);
 
   finalize_special_tokens(vocab);
   vocab.validate();

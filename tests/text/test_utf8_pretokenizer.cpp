@@ -1,4 +1,4 @@
-// UTF-8 helpers, GPT-2's byte <-> character table and the hand-written GPT-2 pre-tokenizer.
+// UTF-8 helpers, GPT-2's byte <-> character table and GPT-2's split pattern run by PCRE2.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -76,14 +76,16 @@ TEST(ByteLevel, MatchesGpt2Table) {
 
 namespace {
 
-std::vector<std::string> split(std::string_view text) {
-  const auto pre = make_gpt2_pretokenizer();
-  std::vector<std::string> out;
-  for (std::string_view w : pre->split(text)) out.emplace_back(w);
-  return out;
+const PreTokenizer& gpt2() {
+  static const PreTokenizer pre({PreTokenizerStep::split_regex(kGpt2SplitPattern)}, "GPT-2 pattern");
+  return pre;
 }
 
-using Words = std::vector<std::string>;
+std::vector<std::string> split(std::string_view text) {
+  return gpt2().split_to_strings(text);
+}
+
+using Strings = std::vector<std::string>;
 
 }  // namespace
 
@@ -93,34 +95,45 @@ TEST(Gpt2PreTokenizer, SplitsAsciiLikeTheRegex) {
   // "  foo": the 2-space run gives up its last space to the word; "\n\n" before a letter splits
   // into "\n" (by \s+(?!\S)) and "\n" (by \s+); trailing spaces stay one piece.
   EXPECT_EQ(split("Hello world's 123  foo!!\n\nbar  "),
-            (Words{"Hello", " world", "'s", " 123", " ", " foo", "!!", "\n", "\n", "bar", "  "}));
+            (Strings{"Hello", " world", "'s", " 123", " ", " foo", "!!", "\n", "\n", "bar", "  "}));
   EXPECT_EQ(split("I'm they're don't we've she'll he'd"),
-            (Words{"I", "'m", " they", "'re", " don", "'t", " we", "'ve", " she", "'ll", " he", "'d"}));
-  EXPECT_EQ(split("A'LL"), (Words{"A", "'", "LL"}));  // contractions are lower-case only
-  EXPECT_EQ(split("x = a1+2;"), (Words{"x", " =", " a", "1", "+", "2", ";"}));
-  EXPECT_EQ(split(" 's"), (Words{" '", "s"}));
-  EXPECT_EQ(split("a \nb"), (Words{"a", " ", "\n", "b"}));
-  EXPECT_EQ(split("\t\tx"), (Words{"\t", "\t", "x"}));
-  EXPECT_EQ(split("   "), (Words{"   "}));
-  EXPECT_EQ(split(""), (Words{}));
+            (Strings{"I", "'m", " they", "'re", " don", "'t", " we", "'ve", " she", "'ll", " he", "'d"}));
+  EXPECT_EQ(split("A'LL"), (Strings{"A", "'", "LL"}));  // contractions are lower-case only
+  EXPECT_EQ(split("x = a1+2;"), (Strings{"x", " =", " a", "1", "+", "2", ";"}));
+  EXPECT_EQ(split(" 's"), (Strings{" '", "s"}));
+  EXPECT_EQ(split("a \nb"), (Strings{"a", " ", "\n", "b"}));
+  EXPECT_EQ(split("\t\tx"), (Strings{"\t", "\t", "x"}));
+  EXPECT_EQ(split("   "), (Strings{"   "}));
+  EXPECT_EQ(split(""), (Strings{}));
 }
 
-TEST(Gpt2PreTokenizer, TreatsNonAsciiAsLettersExceptWhiteSpace) {
-  EXPECT_EQ(split("héllo wörld"), (Words{"héllo", " wörld"}));
-  EXPECT_EQ(split("a\u00A0b"), (Words{"a", "\u00A0", "b"}));  // NBSP is \s but not ' '
-  EXPECT_EQ(split("中文 字"), (Words{"中文", " 字"}));
+TEST(Gpt2PreTokenizer, UsesUnicodeClassesOutsideAscii) {
+  EXPECT_EQ(split("héllo wörld"), (Strings{"héllo", " wörld"}));
+  EXPECT_EQ(split("a\u00A0b"), (Strings{"a", "\u00A0", "b"}));  // NBSP is \s but not ' '
+  EXPECT_EQ(split("中文 字"), (Strings{"中文", " 字"}));
+  EXPECT_EQ(split("x٣٤ ¿Qué?"), (Strings{"x", "٣٤", " ¿", "Qué", "?"}));  // Arabic-Indic digits are \p{N}
+  EXPECT_EQ(split("e\u0301"), (Strings{"e", "\u0301"}));                  // a combining mark is \p{M}, not \p{L}
+  // Only ' ' joins the next word; other white space stands alone.
+  EXPECT_EQ(split("a\u3000\u3000b"), (Strings{"a", "\u3000", "\u3000", "b"}));
+}
+
+TEST(Gpt2PreTokenizer, MalformedBytesNeverMatchAndStayPiecesOfTheirOwn) {
+  EXPECT_EQ(split("ab\xFF"
+                  "cd"),
+            (Strings{"ab", "\xFF", "cd"}));
+  EXPECT_EQ(split(" \xC3"), (Strings{" ", "\xC3"}));
 }
 
 TEST(Gpt2PreTokenizer, PiecesAlwaysConcatenateToTheInput) {
   std::mt19937 rng(7);
-  const auto pre = make_gpt2_pretokenizer();
   for (int i = 0; i < 500; ++i) {
     std::string text = test::random_text(rng, 60, true);
     if (i % 5 == 0) text += "\xFF\xC3";  // malformed bytes too
+    const Words words = gpt2().split(text);
     std::string joined;
-    for (std::string_view w : pre->split(text)) {
-      EXPECT_FALSE(w.empty());
-      joined.append(w);
+    for (size_t w = 0; w < words.size(); ++w) {
+      EXPECT_FALSE(words[w].empty());
+      joined.append(words[w]);
     }
     EXPECT_EQ(joined, text);
   }
