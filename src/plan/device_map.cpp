@@ -247,7 +247,8 @@ void require_complete(const std::vector<std::optional<int>>& pins, const ModelSp
            suggestion.device_index_of(spec.modules[end].name) == device) {
       ++end;
     }
-    std::string name = unit_paths(spec.config, spec.modules[u].name).front();
+    std::string name = layer ? unit_paths(spec.config, spec.modules[u].name).front()
+                             : fmt::format("{}", fmt::join(unit_paths(spec.config, spec.modules[u].name), " + "));
     if (end - u > 1) name += fmt::format("-{}", spec.modules[end - 1].name.substr(7));
     groups.push_back(fmt::format("{} -> {}", name,
                                  device >= 0 ? suggestion.devices[static_cast<size_t>(device)].device.id.str() : "?"));

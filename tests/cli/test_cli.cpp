@@ -9,32 +9,15 @@
 
 #include "../engine/engine_fixture.h"
 #include "../golden/golden_util.h"
+#include "cli_runner.h"
 
 namespace ferry {
 namespace {
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
+using testing::CliRun;
 
-// Runs ferry with `args` (already shell-quoted where needed).
 CliRun ferry(const std::string& args) {
-  testing::TempDir tmp("cli_stderr");
-  const std::string err_path = tmp.str() + "/stderr";
-  const std::string cmd = std::string(FERRY_CLI) + " " + args + " 2>" + err_path;
-  CliRun r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return r;
+  return testing::run_ferry(args);
 }
 
 std::string golden_case(const std::string& name) {

@@ -1,0 +1,123 @@
+// `ferry plan` and the placement options of the run commands, through the real binary.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../engine/engine_fixture.h"
+#include "cli_runner.h"
+
+namespace ferry {
+namespace {
+
+using testing::run_ferry;
+using testing::TempDir;
+
+TEST(CliPlan, Glm4vFitsOnFour24GiBCardsWithTheTowerWhole) {
+  const auto r = run_ferry(
+      "plan --config glm-4v-9b --devices cuda:0=24GiB,cuda:1=24GiB,cuda:2=24GiB,cuda:3=24GiB --max-context 8192 "
+      "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto plan = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(plan["fits"].get<bool>());
+  int towers = 0;
+  for (const auto& d : plan["devices"]) {
+    for (const auto& m : d["modules"]) towers += m == "vision";
+    EXPECT_LE(d["total_bytes"].get<uint64_t>(), d["budget"].get<uint64_t>());
+  }
+  EXPECT_EQ(towers, 1);
+  EXPECT_EQ(plan["limits"]["max_context"], 8192);
+}
+
+TEST(CliPlan, Glm4vOnTwo12GiBCardsIsRefusedWithTheShortfallAndQuantization) {
+  const auto r = run_ferry("plan --config glm-4v-9b --devices cuda:0=12GiB,cuda:1=12GiB --max-context 8192");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("over"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("q8_0"), std::string::npos) << r.err;
+  // --json still prints the plan, marked as not fitting, and fails.
+  const auto j = run_ferry("plan --config glm-4v-9b --devices cuda:0=12GiB,cuda:1=12GiB --max-context 8192 --json");
+  EXPECT_EQ(j.exit_code, 1);
+  EXPECT_FALSE(nlohmann::json::parse(j.out)["fits"].get<bool>());
+  // q8_0 weights fit.
+  EXPECT_EQ(run_ferry("plan --config glm-4v-9b --devices cuda:0=12GiB,cuda:1=12GiB --max-context 8192 --dtype q8_0")
+                .exit_code,
+            0);
+}
+
+TEST(CliPlan, EveryPresetPlans) {
+  for (const char* preset : {"glm-4-9b-chat", "glm-4v-9b", "chatglm3-6b", "llama-3-8b", "qwen2-7b"}) {
+    const auto r = run_ferry(std::string("plan --config ") + preset + " --devices cuda:0=24GiB,cuda:1=24GiB");
+    EXPECT_EQ(r.exit_code, 0) << preset << ": " << r.err;
+    EXPECT_NE(r.out.find("cuda:1"), std::string::npos) << r.out;
+  }
+  const auto bad = run_ferry("plan --config no-such-model --devices cuda:0");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("no-such-model"), std::string::npos) << bad.err;
+}
+
+TEST(CliPlan, SaveReplayAndExportAccelerate) {
+  TempDir dir("plan_cli");
+  testing::make_model(dir.str() + "/m", tiny::Arch::Llama, "hf", 3, DType::F32, 4);
+  const std::string model = dir.str() + "/m";
+  const std::string saved = dir.str() + "/plan.json";
+  const auto r = run_ferry("plan --model " + model + " --devices cpu:0,cpu:1 --ctx 64 --save " + saved);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // Replayed by generate: the same plan (printed), the same tokens as one device.
+  const std::string gen = "generate -q --prompt-ids 1,2,3,4 --max-tokens 5 --temperature 0 --json --model " + model;
+  const auto one = run_ferry(gen + " --devices cpu:0 --ctx 64");
+  const auto replay = run_ferry(gen + " --plan " + saved);
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  ASSERT_EQ(replay.exit_code, 0) << replay.err;
+  const auto a = nlohmann::json::parse(one.out);
+  const auto b = nlohmann::json::parse(replay.out);
+  EXPECT_EQ(a["ids"], b["ids"]);
+  ASSERT_EQ(b["devices"].size(), 2u);
+  for (const auto& d : b["devices"]) {
+    EXPECT_GT(d["peak_bytes"].get<uint64_t>(), 0u) << d;
+    EXPECT_LE(d["peak_bytes"].get<uint64_t>(), d["planned_bytes"].get<uint64_t>()) << d;
+  }
+  EXPECT_EQ(b["devices"][1]["copies"], 1) << "the hidden state crosses once per decoded token";
+  // --plan with --devices is a usage error.
+  EXPECT_EQ(run_ferry(gen + " --plan " + saved + " --devices cpu:0").exit_code, 1);
+  // The accelerate export names every module with transformers' names.
+  const auto exp = run_ferry("plan --model " + model + " --devices cpu:0,cpu:1 --ctx 64 --export accelerate");
+  ASSERT_EQ(exp.exit_code, 0) << exp.err;
+  const auto map = nlohmann::json::parse(exp.out);
+  EXPECT_EQ(map["model.embed_tokens"], "cpu");
+  EXPECT_TRUE(map.contains("model.layers.3"));
+  EXPECT_TRUE(map.contains("lm_head"));
+}
+
+TEST(CliPlan, DeviceMapsPinModulesAndBadMapsFailBeforeLoading) {
+  TempDir dir("plan_map");
+  testing::make_model(dir.str() + "/m", tiny::Arch::Qwen2, "hf", 4, DType::F32, 4);
+  const std::string model = dir.str() + "/m";
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir.str() + "/" + name) << text;
+    return dir.str() + "/" + name;
+  };
+  const std::string gen = "generate --prompt-ids 1,2,3 --max-tokens 3 --temperature 0 --json --ctx 64 --model " +
+                          model + " --devices cpu:0,cpu:1,cpu:2";
+  const auto ok =
+      run_ferry(gen + " --device-map " +
+                write("ok.json", R"({"model.embed_tokens": 2, "lm_head": 2, "model.norm": 2, "model.layers.0": 1})"));
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.err.find("cpu:2    embed"), std::string::npos) << ok.err;
+  const auto typo = run_ferry(gen + " --device-map " + write("typo.json", R"({"model.layer.1": 1})"));
+  EXPECT_EQ(typo.exit_code, 1);
+  EXPECT_NE(typo.err.find("did you mean \"model.layers.1\""), std::string::npos) << typo.err;
+  EXPECT_EQ(typo.err.find("loading weights"), std::string::npos) << "refused before any weight is read";
+  const auto strict =
+      run_ferry(gen + " --strict-map --device-map " + write("part.json", R"({"model.embed_tokens": 0})"));
+  EXPECT_EQ(strict.exit_code, 1);
+  EXPECT_NE(strict.err.find("model.norm + lm_head -> cpu:0"), std::string::npos) << strict.err;
+  EXPECT_NE(strict.err.find("model.layers.0 -> cpu:"), std::string::npos) << strict.err;
+  const auto tiny_budget = run_ferry("generate --prompt-ids 1,2 --max-tokens 2 --ctx 64 --model " + model +
+                                     " --devices cpu:0=64KiB,cpu:1=64KiB");
+  EXPECT_EQ(tiny_budget.exit_code, 1);
+  EXPECT_NE(tiny_budget.err.find("what would fit"), std::string::npos) << tiny_budget.err;
+  EXPECT_EQ(tiny_budget.err.find("loading weights"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ferry
