@@ -26,21 +26,22 @@
 namespace ferry::kernels::cpu::simd {
 
 // Requests the cache line at p into L1 ahead of its use.
-inline void prefetch_line(const uint8_t* p) {
+template <class S>
+void prefetch_line(const uint8_t* p) {
   __builtin_prefetch(p, 0, 3);
 }
 
-// y for rows [m0, m0 + MR) and outputs [n0, n0 + NR). When `ahead` is set, the NR weight rows
-// starting there are prefetched while this tile's rows are read, line for line (see matmul_typed).
+// y for rows [m0, m0 + MR) and outputs n0, n0 + row_step, ..., n0 + (NR - 1) * row_step. When
+// prefetch_offset is not 0, the weight bytes that far past each row are prefetched as the row is read.
 template <class S, DType T, int MR, int NR>
-void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0, const uint8_t* ahead = nullptr) {
+void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step = 1, size_t prefetch_offset = 0) {
   using V = typename S::V;
   V acc[MR][NR];
   for (int m = 0; m < MR; ++m) {
     for (int n = 0; n < NR; ++n) acc[m][n] = S::zero();
   }
   const uint8_t* w[NR];
-  for (int n = 0; n < NR; ++n) w[n] = a.w + static_cast<size_t>(n0 + n) * a.w_row_bytes;
+  for (int n = 0; n < NR; ++n) w[n] = a.w + static_cast<size_t>(n0 + n * row_step) * a.w_row_bytes;
   const float* x[MR];
   for (int m = 0; m < MR; ++m) x[m] = a.x + (m0 + m) * a.x_stride;
 
@@ -63,12 +64,10 @@ void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0, const uint8_t* ahe
           minus_8_xsum[m] = S::mul(xsum, S::set1(-8.0f));
         }
       }
-      if (ahead != nullptr) {
+      if (prefetch_offset != 0) {
         // A block is 18 or 34 bytes: prefetch the line holding the block's last byte.
         constexpr size_t kBlockBytes = T == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
-        for (int n = 0; n < NR; ++n) {
-          prefetch_line(ahead + static_cast<size_t>(n) * a.w_row_bytes + (b + 1) * kBlockBytes - 1);
-        }
+        for (int n = 0; n < NR; ++n) prefetch_line<S>(w[n] + prefetch_offset + (b + 1) * kBlockBytes - 1);
       }
       for (int n = 0; n < NR; ++n) {
         V q[kChunks];
@@ -90,8 +89,8 @@ void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0, const uint8_t* ahe
     constexpr int64_t kChunkBytes = S::W * (T == DType::F32 ? 4 : 2);
     static_assert(64 % kChunkBytes == 0 || kChunkBytes % 64 == 0, "chunks tile cache lines");
     for (int64_t c = 0; c < full; ++c) {
-      if (ahead != nullptr && (c * kChunkBytes) % 64 == 0) {
-        for (int n = 0; n < NR; ++n) prefetch_line(ahead + static_cast<size_t>(n) * a.w_row_bytes + c * kChunkBytes);
+      if (prefetch_offset != 0 && (c * kChunkBytes) % 64 == 0) {
+        for (int n = 0; n < NR; ++n) prefetch_line<S>(w[n] + prefetch_offset + c * kChunkBytes);
       }
       V wv[NR];
       for (int n = 0; n < NR; ++n) wv[n] = S::template load_w<T>(w[n], c);
@@ -113,8 +112,11 @@ void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0, const uint8_t* ahe
     }
   }
   for (int m = 0; m < MR; ++m) {
-    float* y = a.y + (m0 + m) * a.y_stride + n0;
-    for (int n = 0; n < NR; ++n) y[n] = S::hsum(acc[m][n]) + (a.bias ? a.bias[n0 + n] : 0.0f);
+    float* y = a.y + (m0 + m) * a.y_stride;
+    for (int n = 0; n < NR; ++n) {
+      const int64_t out = n0 + n * row_step;
+      y[out] = S::hsum(acc[m][n]) + (a.bias ? a.bias[out] : 0.0f);
+    }
   }
 }
 
@@ -143,20 +145,22 @@ void matmul_rows(const MatmulArgs& a, int64_t m_begin, int64_t m_end, int64_t n0
 // The x rows of one block stay in L2 while every weight tile of [n_begin, n_end) streams past
 // them, so each weight tile is read and converted once per block of rows, not once per row.
 //
-// A single row (decode) streams every weight once and is bound by memory. Its tile reads NR rows
-// in lockstep, NR streams that each end after one row: with rows of a few KiB, the hardware
-// prefetcher, which learns a stream anew in every 4 KiB page, is still ramping up when a stream
-// ends. So each tile prefetches the next tile's rows into L1 as it reads its own.
+// A single row (decode) streams every weight once and is bound by memory. Its tiles take their NR
+// rows from NR equal parts of [n_begin, n_end), tile i rows i, i + part, i + 2 part, ...: the tiles
+// then read NR long sequential streams, which the hardware prefetcher follows, where NR adjacent
+// rows would be NR streams of a row each (a few KiB), ended before the prefetcher has ramped up.
+// Each stream also prefetches its own weights kPrefetchRows rows ahead.
 template <class S, DType T, int NR, int MR_MAX>
 void matmul_typed(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   static_assert(MR_MAX >= 1 && MR_MAX <= 4, "row tiles of 1 to 4");
   if (a.M == 1) {
-    int64_t n = n_begin;
-    for (; n + NR <= n_end; n += NR) {
-      const bool next_is_tile = n + 2 * NR <= n_end;
-      matmul_tile<S, T, 1, NR>(a, 0, n, next_is_tile ? a.w + static_cast<size_t>(n + NR) * a.w_row_bytes : nullptr);
+    constexpr int64_t kPrefetchRows = 2;
+    const int64_t part = (n_end - n_begin) / NR;
+    const size_t ahead = static_cast<size_t>(kPrefetchRows) * a.w_row_bytes;
+    for (int64_t i = 0; i < part; ++i) {
+      matmul_tile<S, T, 1, NR>(a, 0, n_begin + i, part, i + kPrefetchRows < part ? ahead : 0);
     }
-    for (; n < n_end; ++n) matmul_tile<S, T, 1, 1>(a, 0, n);
+    for (int64_t n = n_begin + NR * part; n < n_end; ++n) matmul_tile<S, T, 1, 1>(a, 0, n);
     return;
   }
   constexpr int64_t kBlockBytes = 256 * 1024;
