@@ -3,7 +3,9 @@
 
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "cli/chat_prompt.h"
 #include "cli/commands.h"
 #include "cli/model_setup.h"
 #include "core/error.h"
@@ -22,6 +24,8 @@ struct GenerateArgs {
   bool report = false;
   bool has_prompt = false;
   bool has_prompt_ids = false;
+  bool chat = false;  // --chat: the prompt is a user message rendered with the chat template
+  ChatTemplateOptions chat_options;
 };
 
 const char* stop_name(StopRules::Verdict v) {
@@ -43,6 +47,7 @@ void check_args(const GenerateArgs& a) {
   if (a.has_prompt == a.has_prompt_ids)
     fail(ErrorKind::Usage, "give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
   if (a.has_prompt && a.prompt.empty()) fail(ErrorKind::Usage, "--prompt is empty");
+  if (a.chat && !a.has_prompt) fail(ErrorKind::Usage, "--chat wraps --prompt TEXT as a user message; give --prompt");
   if (a.gen.max_tokens < 1) fail(ErrorKind::Usage, "--max-tokens must be at least 1, got {}", a.gen.max_tokens);
   if (!(a.gen.sampling.temperature >= 0)) {
     fail(ErrorKind::Usage, "--temperature must be >= 0 (0 is greedy), got {}", a.gen.sampling.temperature);
@@ -55,13 +60,23 @@ int run_generate(const GenerateArgs& a) {
   check_args(a);
   std::vector<int32_t> prompt;
   if (a.has_prompt_ids) prompt = parse_id_list(a.prompt_ids);
+  std::optional<chat::LoadedChatTemplate> chat_template;  // read before the weights: fail fast
+  if (a.chat) chat_template = load_template_for(a.run.model, a.chat_options, false);
   auto model = load_model(a.run);
   if (a.has_prompt) {
     if (!model->tokenizer) {
       fail(ErrorKind::Usage, "{} has no tokenizer (no tokenizer.json, no GGUF vocabulary): use --prompt-ids",
            a.run.model);
     }
-    prompt = model->tokenizer->encode(a.prompt, /*add_special=*/a.add_bos || model->tokenizer->vocab().add_bos);
+    if (chat_template) {
+      // As transformers' apply_chat_template: the template writes every special token itself.
+      const nlohmann::ordered_json user = nlohmann::ordered_json::array({{{"role", "user"}, {"content", a.prompt}}});
+      const std::string text =
+          chat_template->chat_template.apply(chat_inputs(*chat_template, a.chat_options, user, true));
+      prompt = model->tokenizer->encode(text, /*add_special=*/a.add_bos);
+    } else {
+      prompt = model->tokenizer->encode(a.prompt, /*add_special=*/a.add_bos || model->tokenizer->vocab().add_bos);
+    }
   }
   auto session = model->new_session();
   if (a.run.trace_devices) session->executor().set_trace(&std::cerr);
@@ -132,6 +147,9 @@ Runner add_generate(CLI::App& app) {
   cmd->add_option("--stop", a->gen.stop_strings, "Stop when this text appears (repeatable)");
   cmd->add_flag("--ignore-eos", a->gen.ignore_eos, "Do not stop at end-of-generation tokens (fixed-length runs)");
   cmd->add_flag("--add-bos", a->add_bos, "Prepend the BOS token to the prompt text");
+  cmd->add_flag("--chat", a->chat,
+                "Send --prompt as a user message through the model's chat template (with a generation prompt)");
+  a->chat_options.add_to(*cmd);
   cmd->add_flag("--json", a->json,
                 "Print one JSON object {\"prompt_ids\": [...], \"ids\": [...], \"text\": \"...\", \"stop\": ...}");
   cmd->add_flag("--report", a->report, "After the run, print memory and copies per device");
