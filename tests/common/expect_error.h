@@ -1,27 +1,33 @@
-// Runs `f` and checks it throws a ferry::Error of `kind` whose message holds every needle (the
-// what, where and how-to-fix a user reads).
+// A check that a call fails with a given ferry::Error kind and a message naming what it should
+// (the what, where and how-to-fix a user reads).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <initializer_list>
 #include <string>
+#include <string_view>
 
 #include "core/error.h"
 
 namespace ferry::testing {
 
-template <class F>
-std::string expect_error(F&& f, ErrorKind kind, std::initializer_list<std::string> needles) {
+// Runs `f`, expects a ferry::Error of `kind` whose message contains every one of `needles`;
+// returns the message ("" when nothing was thrown).
+template <typename F>
+std::string expect_error(F&& f, ErrorKind kind, std::initializer_list<std::string_view> needles) {
   try {
     f();
   } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    for (const auto& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << n << " in: " << e.what();
-    return e.what();
+    const std::string msg = e.what();
+    EXPECT_EQ(e.kind(), kind) << "kind " << error_kind_name(e.kind()) << ", expected " << error_kind_name(kind) << ": "
+                              << msg;
+    for (std::string_view needle : needles) {
+      EXPECT_NE(msg.find(needle), std::string::npos) << "message lacks \"" << needle << "\": " << msg;
+    }
+    return msg;
   }
-  ADD_FAILURE() << "expected an error";
+  ADD_FAILURE() << "expected an Error of kind " << error_kind_name(kind) << ", nothing was thrown";
   return {};
 }
 

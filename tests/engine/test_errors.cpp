@@ -4,6 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/expect_error.h"
 #include "engine_fixture.h"
 #include "plan/strategy.h"
 
@@ -21,18 +22,7 @@ void write(const std::string& path, const nlohmann::json& j) {
   std::ofstream(path) << j.dump(2);
 }
 
-// Runs f, expects an Error of `kind` whose message contains every needle.
-template <typename F>
-void expect_error(F&& f, ErrorKind kind, std::initializer_list<std::string> needles) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), kind) << e.what();
-    for (const auto& n : needles)
-      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << n << " in: " << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST(CheckpointErrors, MissingConfigFieldIsNamed) {
   TempDir dir("missing_field");

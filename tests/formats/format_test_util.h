@@ -12,30 +12,12 @@
 #include <string_view>
 #include <vector>
 
+#include "common/expect_error.h"
 #include "common/golden_dir.h"
 #include "common/temp_dir.h"
 #include "core/error.h"
 
 namespace ferry::testing {
-
-// Runs `f`, expects a ferry::Error of `kind` whose message contains every one of `needles`;
-// returns the message ("" when nothing was thrown).
-template <typename F>
-std::string expect_error(F&& f, ErrorKind kind, std::initializer_list<std::string_view> needles) {
-  try {
-    f();
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    EXPECT_EQ(e.kind(), kind) << "kind " << error_kind_name(e.kind()) << ", expected " << error_kind_name(kind) << ": "
-                              << msg;
-    for (std::string_view needle : needles) {
-      EXPECT_NE(msg.find(needle), std::string::npos) << "message lacks \"" << needle << "\": " << msg;
-    }
-    return msg;
-  }
-  ADD_FAILURE() << "expected an Error of kind " << error_kind_name(kind) << ", nothing was thrown";
-  return {};
-}
 
 // Little-endian byte writer.
 class Bytes {
