@@ -55,10 +55,12 @@ void read_config(const std::filesystem::path& file, Vocab& vocab) {
       int64_t id = -1;
       const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
       const auto content = entry.is_object() ? entry.find("content") : entry.end();
-      if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id > 50'000'000 || content == entry.end() ||
+      if (ec != std::errc() || end != key.data() + key.size() || id < 0 ||
+          id > 2 * static_cast<int64_t>(vocab.tokens.size()) + 65536 || content == entry.end() ||
           !content->is_string() || content->get<std::string>().empty()) {
-        fail(ErrorKind::Config, "{}: added_tokens_decoder[\"{}\"] needs a numeric id and a \"content\" string", name,
-             utf8::sanitize(key));
+        fail(ErrorKind::Config,
+             "{}: added_tokens_decoder[\"{}\"] needs a numeric id not far past the vocabulary and a \"content\" string",
+             name, utf8::sanitize(key));
       }
       const auto index = static_cast<size_t>(id);
       if (index < vocab.tokens.size()) continue;  // the model's own piece

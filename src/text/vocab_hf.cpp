@@ -334,6 +334,7 @@ class TokenizerJsonReader {
       }
       max_id = std::max(max_id, id.get<int64_t>());
     }
+    check_dense(max_id, map->size(), "model.vocab");
     resize(max_id + 1);
     for (const auto& [text, id_json] : map->items()) {
       const auto id = static_cast<size_t>(id_json.get<int64_t>());
@@ -395,7 +396,10 @@ class TokenizerJsonReader {
              path_, i, kMaxTokenId);
       }
       const auto index = static_cast<size_t>(id->get<int64_t>());
-      if (index >= vocab_.tokens.size()) resize(static_cast<int64_t>(index) + 1);
+      if (index >= vocab_.tokens.size()) {
+        check_dense(static_cast<int64_t>(index), vocab_.tokens.size() + added->size(), "added_tokens");
+        resize(static_cast<int64_t>(index) + 1);
+      }
       // An added token overrides the model's entry for its id, as in tokenizers.
       const bool special = member_bool(t, "special", false);
       assigned_[index] = true;
@@ -569,6 +573,15 @@ class TokenizerJsonReader {
            utf8::sanitize(text));
     }
     return id;
+  }
+
+  // Ids far beyond the number of tokens would make a table of mostly undefined entries (and a
+  // small file could ask for gigabytes).
+  void check_dense(int64_t max_id, size_t n_tokens, const char* where) const {
+    if (max_id >= 2 * static_cast<int64_t>(n_tokens) + 65536) {
+      fail(ErrorKind::Format, "{}: {} has ids up to {} for only {} tokens; token ids must be dense", path_, where,
+           max_id, n_tokens);
+    }
   }
 
   void resize(int64_t n) {

@@ -1,5 +1,6 @@
 // vocab_from_tiktoken: a tiktoken rank file (GLM-4's tokenizer.model), one "<base64 token> <rank>"
 // per line, plus the special tokens the model's tokenizer code adds after the ranks.
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <filesystem>
@@ -116,8 +117,11 @@ Vocab vocab_from_tiktoken(const std::string& path) {
       fail(ErrorKind::Format, "{}:{}: expected \"<base64 token> <rank>\", got \"{}\"", path, line_number,
            utf8::sanitize(text.substr(0, 80)));
     }
-    if (rank < 0 || rank > kMaxRank) {
-      fail(ErrorKind::Format, "{}:{}: rank {} is outside 0..{}", path, line_number, rank, kMaxRank);
+    // Ranks are dense (0, 1, 2, ...): one far beyond the line count is a broken file, and a small
+    // file could otherwise ask for a table of gigabytes.
+    const int64_t limit = std::min<int64_t>(kMaxRank, 2 * static_cast<int64_t>(line_number) + 65536);
+    if (rank < 0 || rank > limit) {
+      fail(ErrorKind::Format, "{}:{}: rank {} is outside 0..{}; ranks must be dense", path, line_number, rank, limit);
     }
     const auto id = static_cast<size_t>(rank);
     if (id >= vocab.tokens.size()) {
@@ -156,9 +160,12 @@ Vocab vocab_from_tiktoken(const std::string& path) {
         int64_t id = -1;
         const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
         const auto content = entry.is_object() ? entry.find("content") : entry.end();
-        if (ec != std::errc() || end != key.data() + key.size() || id < 0 || id > kMaxRank || content == entry.end() ||
+        if (ec != std::errc() || end != key.data() + key.size() || id < 0 ||
+            id > 2 * static_cast<int64_t>(vocab.tokens.size()) + 65536 || content == entry.end() ||
             !content->is_string() || content->get<std::string>().empty()) {
-          fail(ErrorKind::Config, "{}: added_tokens_decoder[\"{}\"] needs a numeric id and a \"content\" string",
+          fail(ErrorKind::Config,
+               "{}: added_tokens_decoder[\"{}\"] needs a numeric id not far past the vocabulary and a \"content\" "
+               "string",
                config_path.string(), utf8::sanitize(key));
         }
         const auto special = entry.find("special");
