@@ -233,4 +233,44 @@ ValueId GraphBuilder::copy(ValueId x, const std::string& name) {
   return g_.add_node(Op::Copy, {x}, {}, v(x).dtype, v(x).shape, name, module_);
 }
 
+ValueId GraphBuilder::reshape(ValueId x, const Shape& shape, const std::string& name) {
+  const Value& xv = v(x);
+  const int64_t block = dtype_traits(xv.dtype).block_size;
+  if (shape.rank <= 0 || shape.numel() != xv.shape.numel() || xv.shape.last() % block != 0 ||
+      shape.last() % block != 0) {
+    shape_error("reshape", name, fmt::format("{} {} into {}", dtype_name(xv.dtype), xv.shape.str(), shape.str()));
+  }
+  return g_.add_node(Op::Reshape, {x}, {}, xv.dtype, shape, name, module_);
+}
+
+ValueId GraphBuilder::patchify(ValueId x, const PatchParams& p, const std::string& name) {
+  const Shape& in = v(x).shape;
+  const int64_t H = p.channels_last ? in[1] : in[2];
+  const int64_t W = p.channels_last ? in[2] : in[3];
+  const int64_t C = p.channels_last ? in[3] : in[1];
+  if (in.rank != 4 || p.patch <= 0 || H % p.patch != 0 || W % p.patch != 0) {
+    shape_error(
+        "patchify", name,
+        fmt::format("{} in patches of {} ({})", in.str(), p.patch, p.channels_last ? "[B, H, W, C]" : "[B, C, H, W]"));
+  }
+  const Shape out{in[0] * (H / p.patch) * (W / p.patch), C * p.patch * p.patch};
+  return g_.add_node(Op::Patchify, {x}, p, DType::F32, out, name, module_);
+}
+
+ValueId GraphBuilder::block_attention(ValueId q, ValueId k, ValueId v_in, const BlockAttentionParams& p,
+                                      const std::string& name) {
+  const Shape& qs = v(q).shape;
+  const int64_t T = qs[0];
+  const int64_t kv_width = static_cast<int64_t>(p.n_kv_head) * p.head_dim;
+  const bool ok = qs.rank == 2 && p.n_head > 0 && p.n_kv_head > 0 && p.head_dim > 0 && p.n_head % p.n_kv_head == 0 &&
+                  qs[1] == static_cast<int64_t>(p.n_head) * p.head_dim && v(k).shape == Shape{T, kv_width} &&
+                  v(v_in).shape == Shape{T, kv_width} && p.block > 0 && T % p.block == 0;
+  if (!ok) {
+    shape_error("block_attention", name,
+                fmt::format("q {}, k {}, v {} with {} heads, {} kv heads, head_dim {}, blocks of {}", qs.str(),
+                            v(k).shape.str(), v(v_in).shape.str(), p.n_head, p.n_kv_head, p.head_dim, p.block));
+  }
+  return g_.add_node(Op::BlockAttention, {q, k, v_in}, p, DType::F32, qs, name, module_);
+}
+
 }  // namespace ferry

@@ -111,6 +111,9 @@ class GraphBuilder {
   ValueId concat(const std::vector<ValueId>& parts, int axis, const std::string& name);
   ValueId slice(ValueId x, int axis, int64_t start, int64_t length, const std::string& name);
   ValueId copy(ValueId x, const std::string& name);
+  ValueId reshape(ValueId x, const Shape& shape, const std::string& name);  // same element count
+  ValueId patchify(ValueId x, const PatchParams& p, const std::string& name);
+  ValueId block_attention(ValueId q, ValueId k, ValueId v, const BlockAttentionParams& p, const std::string& name);
 
  private:
   const Value& v(ValueId id) const { return g_.value(id); }

@@ -48,6 +48,17 @@ enum class Op : uint8_t {
   // inputs: x                                                         -> x (a copy; the scheduler inserts
   //         these on edges that cross devices)
   Copy,
+  // inputs: x (any dtype)                                             -> the same elements in the
+  //         output value's shape (equal element count; quantized rows keep whole blocks)
+  Reshape,
+  // inputs: x [B, C, H, W] f32 (or [B, H, W, C] with channels_last)    -> [B * H/p * W/p, C*p*p]
+  //         one row per p x p patch (images in order, patches row-major), columns ordered
+  //         (c, ky, kx) like a conv weight [out, C, p, p]: a stride-p conv is Patchify then MatMul.
+  Patchify,
+  // inputs: q [T, nh*hd], k [T, nkv*hd], v [T, nkv*hd] f32             -> [T, nh*hd]
+  //         non-causal attention without a cache: rows come in blocks of `block` (one image each)
+  //         and every query attends to every row of its own block. GQA as Attention.
+  BlockAttention,
   Count,
 };
 
@@ -84,6 +95,19 @@ struct AxisParams {
   int64_t length = 0;  // Slice only
 };
 
-using OpParams = std::variant<std::monostate, NormParams, ScaleParams, RopeParams, AttentionParams, AxisParams>;
+struct PatchParams {
+  int patch = 0;               // patch side (= the conv's kernel and stride)
+  bool channels_last = false;  // input [B, H, W, C] instead of [B, C, H, W]
+};
+struct BlockAttentionParams {
+  int n_head = 0;
+  int n_kv_head = 0;
+  int head_dim = 0;
+  float scale = 1.0f;
+  int64_t block = 0;  // rows per block; T must be a multiple
+};
+
+using OpParams = std::variant<std::monostate, NormParams, ScaleParams, RopeParams, AttentionParams, AxisParams,
+                              PatchParams, BlockAttentionParams>;
 
 }  // namespace ferry

@@ -93,6 +93,15 @@ void compute(Op op, const OpParams& params, const std::vector<Tensor*>& inputs, 
     case Op::Copy:
       expect_inputs(op, in, 1, 1);
       return copy(*in[0], out, pool);
+    case Op::Reshape:
+      expect_inputs(op, in, 1, 1);
+      return reshape(*in[0], out, pool);
+    case Op::Patchify:
+      expect_inputs(op, in, 1, 1);
+      return patchify(*in[0], params_as<PatchParams>(op, params), out, pool);
+    case Op::BlockAttention:
+      expect_inputs(op, in, 3, 3);
+      return block_attention(*in[0], *in[1], *in[2], params_as<BlockAttentionParams>(op, params), out, pool);
     case Op::Count:
       break;
   }
@@ -141,7 +150,12 @@ bool supports(Op op, const std::vector<DType>& d) {
       return true;
     case Op::Slice:
     case Op::Copy:
+    case Op::Reshape:
       return d.size() == 1 && d[0] != DType::Count;
+    case Op::Patchify:
+      return all_f32(1);
+    case Op::BlockAttention:
+      return all_f32(3);
     case Op::Count:
       break;
   }

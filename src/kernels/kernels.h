@@ -47,6 +47,15 @@ void slice(const Tensor& x, int axis, int64_t start, int64_t length, Tensor& out
 // counted cross-device copies).
 void copy(const Tensor& src, Tensor& dst, ThreadPool& pool);
 
+// The same bytes in out's shape (equal element count and byte size).
+void reshape(const Tensor& x, Tensor& out, ThreadPool& pool);
+// x [B, C, H, W] (or [B, H, W, C] with p.channels_last) -> out [B * H/p * W/p, C*p*p]: one row
+// per patch, columns (c, ky, kx). See Op::Patchify.
+void patchify(const Tensor& x, const PatchParams& p, Tensor& out, ThreadPool& pool);
+// Non-causal attention within blocks of p.block rows, no cache. q [T, nh*hd], k/v [T, nkv*hd].
+void block_attention(const Tensor& q, const Tensor& k, const Tensor& v, const BlockAttentionParams& p, Tensor& out,
+                     ThreadPool& pool);
+
 // Rows of any dtype to f32 (dequantize / widen): out[r, :] for r in [0, rows(x)).
 void to_f32(const Tensor& x, Tensor& out, ThreadPool& pool);
 // f32 rows to dtype (f16, bf16, q8_0, q4_0 use round-to-nearest as GGUF's reference quantizers).
@@ -62,5 +71,15 @@ bool supports(Op op, const std::vector<DType>& input_dtypes);
 
 // Which SIMD level the kernels chose at run time: "avx512", "avx2" or "scalar".
 const char* simd_level();
+
+// What matmul multiplies q8_0 weights with. F32 (the default): the activations as they are, the
+// weights decoded in registers. Q8_0: each row of activations rounded to q8_0 blocks first, as
+// llama.cpp does, then exact integer dot products per block: fewer instructions per weight byte
+// (decode on q8_0 weights is bound by them, not by memory), at the price of that rounding (up to
+// half a step of 1/127 of each block's largest |x|). Chosen once from the environment variable
+// FERRY_Q8_ACTIVATIONS (f32 | q8_0) unless set here; process-wide, not to be changed while kernels run.
+enum class Q8Activations { F32, Q8_0 };
+void set_q8_0_activations(Q8Activations mode);
+Q8Activations q8_0_activations();
 
 }  // namespace ferry::kernels
