@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "models/vision.h"
 
 namespace ferry {
 
@@ -37,9 +38,10 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logit
   return eval(tokens, positions, all_logits);
 }
 
-Session::StepGraph& Session::step_graph(int64_t n_tokens, bool all_logits) {
-  auto it = std::find_if(step_graphs_.begin(), step_graphs_.end(),
-                         [&](const auto& s) { return s->n_tokens == n_tokens && s->all_logits == all_logits; });
+Session::StepGraph& Session::step_graph(int64_t n_tokens, bool all_logits, int64_t image_rows) {
+  auto it = std::find_if(step_graphs_.begin(), step_graphs_.end(), [&](const auto& s) {
+    return s->n_tokens == n_tokens && s->all_logits == all_logits && s->image_rows == image_rows;
+  });
   if (it != step_graphs_.end()) {
     std::rotate(it, it + 1, step_graphs_.end());  // most recently used last
     return *step_graphs_.back();
@@ -48,7 +50,9 @@ Session::StepGraph& Session::step_graph(int64_t n_tokens, bool all_logits) {
   shape.n_tokens = n_tokens;
   shape.kv_capacity = context_;
   shape.all_logits = all_logits;
-  auto s = std::make_unique<StepGraph>(n_tokens, all_logits, build_decoder_graph(spec_, shape));
+  auto s = std::make_unique<StepGraph>(
+      n_tokens, all_logits, image_rows,
+      image_rows > 0 ? build_decoder_graph_with_images(spec_, shape, image_rows) : build_decoder_graph(spec_, shape));
   const Graph& g = s->graph.graph();
   if (g.outputs().size() != 1 || g.value(g.outputs()[0]).dtype != DType::F32) {
     fail(ErrorKind::Internal, "a decoder step must have one f32 output (its logits)");
@@ -59,6 +63,12 @@ Session::StepGraph& Session::step_graph(int64_t n_tokens, bool all_logits) {
   s->tokens = Tensor::host(DType::I32, Shape{n_tokens}, "tokens");
   s->positions = Tensor::host(DType::I32, Shape{n_tokens}, "positions");
   s->inputs = {{"tokens", s->tokens}, {"positions", s->positions}};
+  if (image_rows > 0) {
+    s->image_embeds = Tensor::host(DType::F32, Shape{image_rows, spec_.config.hidden}, "image_embeds");
+    s->embed_rows = Tensor::host(DType::I32, Shape{n_tokens}, "embed_rows");
+    s->inputs.emplace("image_embeds", s->image_embeds);
+    s->inputs.emplace("embed_rows", s->embed_rows);
+  }
   if (step_graphs_.size() == kKeptStepGraphs) step_graphs_.erase(step_graphs_.begin());
   step_graphs_.push_back(std::move(s));
   return *step_graphs_.back();
@@ -80,28 +90,119 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, std::span<cons
       fail(ErrorKind::Usage, "token id {} is outside the vocabulary [0, {})", id, spec_.config.vocab);
     }
   }
-  // Long prompts go in chunks, so no step holds more activations than the plan reserved.
-  if (n > max_step_tokens_) {
-    std::vector<float> all;
-    for (int64_t start = 0; start < n; start += max_step_tokens_) {
-      const auto len = static_cast<size_t>(std::min(max_step_tokens_, n - start));
-      const auto at = static_cast<size_t>(start);
-      std::vector<float> part = eval_step(tokens.subspan(at, len), positions.subspan(at, len), all_logits);
-      if (all_logits) {
-        all.insert(all.end(), part.begin(), part.end());
-      } else {
-        all = std::move(part);
-      }
-    }
-    return all;
+  return eval_chunked(tokens, positions, {}, {}, all_logits);
+}
+
+std::vector<float> Session::eval_with_images(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                                             std::span<const int32_t> image_row, std::span<const float> image_embeds,
+                                             bool all_logits) {
+  if (image_row.size() != tokens.size()) {
+    fail(ErrorKind::Usage, "{} tokens but {} image-row entries", tokens.size(), image_row.size());
   }
-  return eval_step(tokens, positions, all_logits);
+  const auto hidden = static_cast<size_t>(spec_.config.hidden);
+  if (image_embeds.empty() || image_embeds.size() % hidden != 0) {
+    fail(ErrorKind::Usage, "image embeddings of {} values are not whole rows of the model's width {}",
+         image_embeds.size(), hidden);
+  }
+  const auto rows = static_cast<int64_t>(image_embeds.size() / hidden);
+  for (size_t t = 0; t < image_row.size(); ++t) {
+    if (image_row[t] >= rows) {
+      fail(ErrorKind::Usage, "token {} takes image row {}, but there are only {} image rows", t, image_row[t], rows);
+    }
+  }
+  if (positions.size() != tokens.size()) {
+    fail(ErrorKind::Usage, "{} tokens but {} positions", tokens.size(), positions.size());
+  }
+  if (n_past_ + static_cast<int64_t>(tokens.size()) > context_) {
+    fail(ErrorKind::Usage,
+         "the context is full: {} cached + {} new tokens exceed {} (raise --ctx or shorten the prompt/generation)",
+         n_past_, tokens.size(), context_);
+  }
+  for (int32_t id : tokens) {
+    if (id < 0 || id >= spec_.config.vocab) {
+      fail(ErrorKind::Usage, "token id {} is outside the vocabulary [0, {})", id, spec_.config.vocab);
+    }
+  }
+  return eval_chunked(tokens, positions, image_row, image_embeds, all_logits);
+}
+
+std::vector<float> Session::eval_chunked(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                                         std::span<const int32_t> image_row, std::span<const float> image_embeds,
+                                         bool all_logits) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  // Long prompts go in chunks, so no step holds more activations than the plan reserved.
+  std::vector<float> all;
+  for (int64_t start = 0; start < n; start += max_step_tokens_) {
+    const auto len = static_cast<size_t>(std::min(max_step_tokens_, n - start));
+    const auto at = static_cast<size_t>(start);
+    // A chunk with no image token is a plain text step.
+    std::span<const int32_t> rows = image_row.empty() ? image_row : image_row.subspan(at, len);
+    if (std::all_of(rows.begin(), rows.end(), [](int32_t r) { return r < 0; })) rows = {};
+    std::vector<float> part = eval_step(tokens.subspan(at, len), positions.subspan(at, len), all_logits, rows,
+                                        rows.empty() ? std::span<const float>() : image_embeds);
+    if (all_logits) {
+      all.insert(all.end(), part.begin(), part.end());
+    } else {
+      all = std::move(part);
+    }
+  }
+  return all;
+}
+
+std::vector<float> Session::encode_images(const Tensor& pixels) {
+  const VisionConfig& v = spec_.config.vision;
+  if (!v.present()) fail(ErrorKind::Usage, "this model has no vision tower: it takes no images");
+  if (pixels.dtype() != DType::F32 || pixels.rank() != 4 || pixels.dim(1) != v.in_channels ||
+      pixels.dim(2) != v.image_size || pixels.dim(3) != v.image_size) {
+    fail(ErrorKind::Usage, "pixels '{}' are {} {}, but the vision tower takes f32 [images, {}, {}, {}]", pixels.name(),
+         dtype_name(pixels.dtype()), pixels.shape().str(), v.in_channels, v.image_size, v.image_size);
+  }
+  const int64_t images = pixels.dim(0);
+  auto it =
+      std::find_if(vision_graphs_.begin(), vision_graphs_.end(), [&](const auto& g) { return g.first == images; });
+  if (it == vision_graphs_.end()) {
+    vision_graphs_.emplace_back(images, std::make_unique<PreparedGraph>(build_vision_graph(spec_, images)));
+    it = vision_graphs_.end() - 1;
+  }
+  PreparedGraph& graph = *it->second;
+  const std::vector<int32_t> ids = vision_positions(v, images);
+  Tensor positions = Tensor::host(DType::I32, Shape{static_cast<int64_t>(ids.size())}, "vision_positions");
+  std::memcpy(positions.data(), ids.data(), ids.size() * sizeof(int32_t));
+  const Executor::Inputs inputs{{"pixels", pixels}, {"vision_positions", positions}};
+  const Value& out = graph.graph().value(graph.graph().outputs()[0]);
+  std::vector<float> embeds(static_cast<size_t>(out.shape.numel()));
+  Tensor into = Tensor::view(Storage::view(embeds.data(), embeds.size() * sizeof(float), nullptr), 0, out.dtype,
+                             out.shape, out.name);
+  executor_.run(graph, inputs, std::span<Tensor>(&into, 1));
+  record_peaks();
+  return embeds;
+}
+
+void Session::record_peaks() {
+  for (const auto& d : executor_.stats().devices) {
+    auto it = std::find_if(peaks_.begin(), peaks_.end(), [&](const auto& p) { return p.first == d.device; });
+    if (it == peaks_.end()) {
+      peaks_.emplace_back(d.device, d.peak_bytes);
+    } else {
+      it->second = std::max(it->second, d.peak_bytes);
+    }
+  }
 }
 
 std::vector<float> Session::eval_step(std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                                      bool all_logits) {
+                                      bool all_logits, std::span<const int32_t> image_row,
+                                      std::span<const float> image_embeds) {
   const auto n = static_cast<int64_t>(tokens.size());
-  StepGraph& step = step_graph(n, all_logits);
+  const auto image_rows = static_cast<int64_t>(image_embeds.size()) / spec_.config.hidden;
+  StepGraph& step = step_graph(n, all_logits, image_row.empty() ? 0 : image_rows);
+  if (!image_row.empty()) {
+    std::memcpy(step.image_embeds.data(), image_embeds.data(), image_embeds.size_bytes());
+    auto* rows = step.embed_rows.data_as<int32_t>();
+    for (int64_t t = 0; t < n; ++t) {
+      const int32_t r = image_row[static_cast<size_t>(t)];
+      rows[t] = r < 0 ? static_cast<int32_t>(t) : static_cast<int32_t>(n + r);
+    }
+  }
   for (int node : step.attention_nodes) {
     AttentionParams p = std::get<AttentionParams>(step.graph.graph().nodes()[static_cast<size_t>(node)].params);
     p.kv_offset = n_past_;
@@ -116,14 +217,7 @@ std::vector<float> Session::eval_step(std::span<const int32_t> tokens, std::span
   Tensor into = Tensor::view(Storage::view(logits.data(), logits.size() * sizeof(float), nullptr), 0, out.dtype,
                              out.shape, out.name);
   executor_.run(step.graph, step.inputs, std::span<Tensor>(&into, 1));
-  for (const auto& d : executor_.stats().devices) {
-    auto it = std::find_if(peaks_.begin(), peaks_.end(), [&](const auto& p) { return p.first == d.device; });
-    if (it == peaks_.end()) {
-      peaks_.emplace_back(d.device, d.peak_bytes);
-    } else {
-      it->second = std::max(it->second, d.peak_bytes);
-    }
-  }
+  record_peaks();
 
   n_past_ += n;
   int32_t max_pos = positions[0];

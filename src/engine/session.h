@@ -31,6 +31,17 @@ class Session {
   // Positions n_past .. n_past + n - 1.
   std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits = false);
 
+  // GLM-4V: runs the vision tower and projector (graph of models/vision.h) on `pixels`, a host f32
+  // tensor [images, channels, size, size]; returns the image embeddings [images * text_tokens,
+  // hidden] row-major. Error(Usage) for a model without vision or a wrong pixel shape.
+  std::vector<float> encode_images(const Tensor& pixels);
+  // GLM-4V: eval with image embeddings spliced in: token t takes row image_row[t] of
+  // `image_embeds` ([rows, hidden] row-major, from encode_images) when image_row[t] >= 0, else its
+  // token embedding (tokens[t] must still be a valid id).
+  std::vector<float> eval_with_images(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                                      std::span<const int32_t> image_row, std::span<const float> image_embeds,
+                                      bool all_logits = false);
+
   int64_t n_past() const { return n_past_; }  // cache rows filled
   int64_t next_position() const { return next_pos_; }
   int64_t context() const { return context_; }
@@ -48,17 +59,26 @@ class Session {
   // The graph of every step with this many tokens (and logits rows), kept with its input tensors;
   // between steps only the attention ops' cache offset changes.
   struct StepGraph {
-    StepGraph(int64_t n, bool all, Graph g) : n_tokens(n), all_logits(all), graph(std::move(g)) {}
+    StepGraph(int64_t n, bool all, int64_t images, Graph g)
+        : n_tokens(n), all_logits(all), image_rows(images), graph(std::move(g)) {}
     int64_t n_tokens = 0;
     bool all_logits = false;
+    int64_t image_rows = 0;  // > 0: the GLM-4V step taking image embeddings
     PreparedGraph graph;
     std::vector<int> attention_nodes;
-    Tensor tokens;     // [n_tokens] i32, rewritten every step
-    Tensor positions;  // [n_tokens] i32
+    Tensor tokens;        // [n_tokens] i32, rewritten every step
+    Tensor positions;     // [n_tokens] i32
+    Tensor image_embeds;  // [image_rows, hidden] f32 (image steps only)
+    Tensor embed_rows;    // [n_tokens] i32 (image steps only)
     Executor::Inputs inputs;
   };
-  StepGraph& step_graph(int64_t n_tokens, bool all_logits);
-  std::vector<float> eval_step(std::span<const int32_t> tokens, std::span<const int32_t> positions, bool all_logits);
+  StepGraph& step_graph(int64_t n_tokens, bool all_logits, int64_t image_rows = 0);
+  std::vector<float> eval_step(std::span<const int32_t> tokens, std::span<const int32_t> positions, bool all_logits,
+                               std::span<const int32_t> image_row = {}, std::span<const float> image_embeds = {});
+  std::vector<float> eval_chunked(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                                  std::span<const int32_t> image_row, std::span<const float> image_embeds,
+                                  bool all_logits);
+  void record_peaks();
 
   const ModelSpec& spec_;
   StateStore states_;
@@ -68,6 +88,7 @@ class Session {
   int64_t n_past_ = 0;
   int64_t next_pos_ = 0;
   std::vector<std::unique_ptr<StepGraph>> step_graphs_;
+  std::vector<std::pair<int64_t, std::unique_ptr<PreparedGraph>>> vision_graphs_;  // by image count
   std::vector<std::pair<std::string, size_t>> peaks_;  // device -> highest step peak  // the most recently used last
 };
 

@@ -303,7 +303,10 @@ ValueId weight_of(GraphBuilder& b, const ModelSpec& spec, LogicalTensor role, in
 
 }  // namespace
 
-Graph build_decoder_graph(const ModelSpec& spec, const StepShape& step) {
+namespace {
+
+// image_rows > 0: the GLM-4V variant whose embed module splices image embeddings in.
+Graph decoder_graph(const ModelSpec& spec, const StepShape& step, int64_t image_rows) {
   const ModelConfig& c = spec.config;
   if (step.n_tokens <= 0 || step.kv_offset < 0 || step.kv_offset + step.n_tokens > step.kv_capacity) {
     fail(ErrorKind::Usage, "a step of {} token(s) after {} cached does not fit a context of {} tokens", step.n_tokens,
@@ -320,6 +323,12 @@ Graph build_decoder_graph(const ModelSpec& spec, const StepShape& step) {
 
   b.set_module(embed_module());
   ValueId x = b.embedding(weight_of(b, spec, LogicalTensor::TokenEmbedding), tokens, "embed.out");  // [T, H]
+  if (image_rows > 0) {
+    // Token and image rows stacked, then gathered in sequence order: a row map picks each input row.
+    const ValueId images = g.input("image_embeds", DType::F32, Shape{image_rows, c.hidden});
+    const ValueId rows = g.input("embed_rows", DType::I32, Shape{T});
+    x = b.embedding(b.concat({x, images}, 0, "embed.with_images"), rows, "embed.spliced");
+  }
 
   const RopeParams rope{c.head_dim, c.n_rot, c.rope_style, c.rope_theta, c.rope_freq_scale};
   AttentionParams attn;
@@ -377,6 +386,17 @@ Graph build_decoder_graph(const ModelSpec& spec, const StepShape& step) {
   const ValueId logits = b.matmul(normed, out_w, kNoValue, "logits");
   g.mark_output(logits);
   return g;
+}
+
+}  // namespace
+
+Graph build_decoder_graph(const ModelSpec& spec, const StepShape& step) {
+  return decoder_graph(spec, step, 0);
+}
+
+Graph build_decoder_graph_with_images(const ModelSpec& spec, const StepShape& step, int64_t image_rows) {
+  if (image_rows <= 0) fail(ErrorKind::Usage, "a step with images needs at least one image row, got {}", image_rows);
+  return decoder_graph(spec, step, image_rows);
 }
 
 }  // namespace ferry

@@ -81,4 +81,9 @@ struct StepShape {
 // cache slot). Output: "logits" [T or 1, vocab] f32.
 Graph build_decoder_graph(const ModelSpec& spec, const StepShape& step);
 
+// GLM-4V: the same step with image embeddings spliced into its input. Extra inputs: "image_embeds"
+// [image_rows, hidden] f32 and "embed_rows" [T] i32, where embed_rows[t] = t takes token t's
+// embedding and embed_rows[t] = T + r takes image row r (the token id there is then unused).
+Graph build_decoder_graph_with_images(const ModelSpec& spec, const StepShape& step, int64_t image_rows);
+
 }  // namespace ferry

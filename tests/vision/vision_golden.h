@@ -1,0 +1,94 @@
+// The GLM-4V golden cases (../shared/golden/glm/glm4v_*): reference tensors read raw, the model
+// loaded on one device, and a greedy run through ferry's vision + splice path.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/golden_dir.h"
+#include "core/device.h"
+#include "engine/checkpoint.h"
+#include "engine/image_prompt.h"
+#include "engine/session.h"
+#include "engine/weight_loader.h"
+
+namespace ferry::testing {
+
+inline const char* const kVisionCases[] = {"glm4v_rope1", "glm4v_rope1_strong", "glm4v_rope500_strong"};
+
+inline std::string vision_case_dir(const std::string& name) {
+  return golden_dir() + "/glm/" + name;
+}
+
+template <typename T>
+std::vector<T> read_raw(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot open " << path;
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<T> out(bytes.size() / sizeof(T));
+  std::copy(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(out.size() * sizeof(T)),
+            reinterpret_cast<char*>(out.data()));
+  return out;
+}
+
+inline nlohmann::json read_expected(const std::string& dir) {
+  std::ifstream in(dir + "/expected.json");
+  return nlohmann::json::parse(in);
+}
+
+inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float d = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) d = std::max(d, std::abs(a[i] - b[i]));
+  return d;
+}
+
+inline Tensor pixel_tensor(const std::vector<float>& values, int64_t size) {
+  Tensor t = Tensor::host(DType::F32, Shape{1, 3, size, size}, "pixels");
+  std::copy(values.begin(), values.end(), t.data_as<float>());
+  return t;
+}
+
+struct VisionRun {
+  std::vector<float> image_embeds;              // [text_tokens, hidden]
+  std::vector<int32_t> tokens;                  // greedy continuation
+  std::vector<std::vector<float>> step_logits;  // logits of every greedy step
+};
+
+// The golden prompt with one image, then `steps` greedy tokens.
+inline VisionRun run_greedy(Session& s, const ModelConfig& config, const std::vector<int32_t>& prompt,
+                            const Tensor& pixels, int steps) {
+  VisionRun r;
+  r.image_embeds = s.encode_images(pixels);
+  const ImagePrompt p = expand_image_prompt(config.vision, prompt, 1);
+  std::vector<float> logits = s.eval_with_images(p.tokens, p.positions, p.image_row, r.image_embeds);
+  for (int i = 0; i < steps; ++i) {
+    r.step_logits.push_back(logits);
+    const auto next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    r.tokens.push_back(next);
+    if (i + 1 < steps) logits = s.eval(std::vector<int32_t>{next});
+  }
+  return r;
+}
+
+// A golden model on one device.
+struct VisionModel {
+  Checkpoint ckpt;
+  Device device;
+  Placement placement;
+  WeightStore weights;
+  explicit VisionModel(const std::string& dir)
+      : ckpt(open_checkpoint(dir + "/model")), device(DeviceId{DeviceType::Cpu, 0}, Allocator::kUnlimited, 2) {
+    placement = Placement::single(device);
+    load_weights(ckpt, placement, weights);
+  }
+};
+
+}  // namespace ferry::testing
