@@ -59,6 +59,18 @@ int as_int(size_t n, const std::string& what) {
   return static_cast<int>(n);
 }
 
+// Zero-sized images and decompression bombs, from the header's dimensions alone.
+void check_size(uint32_t w, uint32_t h, const std::string& what, int64_t max_pixels) {
+  if (w == 0 || h == 0) fail(ErrorKind::Format, "{}: the image is {}x{} pixels: it has no pixels", what, w, h);
+  const uint64_t pixels = uint64_t{w} * h;
+  if (pixels > static_cast<uint64_t>(max_pixels)) {
+    fail(ErrorKind::Format,
+         "{}: the image claims {}x{} = {} pixels, over the limit of {} (a decompression bomb or a huge image); "
+         "shrink it before use",
+         what, w, h, pixels, max_pixels);
+  }
+}
+
 }  // namespace
 
 RgbImage decode_image(std::span<const uint8_t> bytes, const std::string& what, int64_t max_pixels) {
@@ -68,19 +80,21 @@ RgbImage decode_image(std::span<const uint8_t> bytes, const std::string& what, i
     fail(ErrorKind::Format, "{}: not a PNG or JPEG image (unrecognised signature); convert it to PNG or JPEG", what);
   }
   const int size = as_int(bytes.size(), what);
+  // A PNG states its size in the IHDR chunk right after the signature: checked here, before
+  // stb_image, whose own refusals ("corrupt", "too large") would not say why.
+  if (png && bytes.size() >= 24) {
+    const auto be32 = [&](size_t at) {
+      return uint32_t{bytes[at]} << 24 | uint32_t{bytes[at + 1]} << 16 | uint32_t{bytes[at + 2]} << 8 | bytes[at + 3];
+    };
+    check_size(be32(16), be32(20), what, max_pixels);
+  }
   int w = 0, h = 0, channels = 0;
   // Dimensions from the header alone, before any pixel is decoded.
   if (stbi_info_from_memory(bytes.data(), size, &w, &h, &channels) == 0) {
     fail(ErrorKind::Format, "{}: unreadable {} header ({}); the file is damaged or truncated", what,
          png ? "PNG" : "JPEG", stbi_failure_reason());
   }
-  if (w <= 0 || h <= 0) fail(ErrorKind::Format, "{}: the image is {}x{} pixels: it has no pixels", what, w, h);
-  if (static_cast<int64_t>(w) * h > max_pixels) {
-    fail(ErrorKind::Format,
-         "{}: the image claims {}x{} = {} pixels, over the limit of {} (a decompression bomb or a huge image); "
-         "shrink it before use",
-         what, w, h, static_cast<int64_t>(w) * h, max_pixels);
-  }
+  check_size(static_cast<uint32_t>(std::max(w, 0)), static_cast<uint32_t>(std::max(h, 0)), what, max_pixels);
   if (!png && !jpeg_complete(bytes)) {
     fail(ErrorKind::Format, "{}: the JPEG data is truncated (no end-of-image marker); the file was cut short", what);
   }
