@@ -1,5 +1,9 @@
 // matmul and embedding: the weight-reading kernels. The inner loops are per ISA (cpu/*.cpp).
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string_view>
+#include <vector>
 
 #include "core/error.h"
 #include "kernels/check.h"
@@ -13,7 +17,31 @@ namespace {
 bool is_matmul_weight_type(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
 }
+
+Q8Activations q8_0_activations_from_env() {
+  const char* env = std::getenv("FERRY_Q8_ACTIVATIONS");
+  if (env == nullptr || *env == '\0' || std::string_view(env) == "f32") return Q8Activations::F32;
+  if (std::string_view(env) == "q8_0") return Q8Activations::Q8_0;
+  fail(ErrorKind::Usage, "FERRY_Q8_ACTIVATIONS is '{}': use f32 or q8_0", env);
+}
+
+// -1: not chosen yet (read from the environment at first use).
+std::atomic<int> g_q8_0_activations{-1};
 }  // namespace
+
+void set_q8_0_activations(Q8Activations mode) {
+  g_q8_0_activations.store(static_cast<int>(mode), std::memory_order_relaxed);
+}
+
+Q8Activations q8_0_activations() {
+  int mode = g_q8_0_activations.load(std::memory_order_relaxed);
+  if (mode < 0) {
+    const int chosen = static_cast<int>(q8_0_activations_from_env());
+    g_q8_0_activations.compare_exchange_strong(mode, chosen, std::memory_order_relaxed);
+    mode = g_q8_0_activations.load(std::memory_order_relaxed);
+  }
+  return static_cast<Q8Activations>(mode);
+}
 
 void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, ThreadPool& pool) {
   constexpr std::string_view kName = "matmul";
@@ -71,6 +99,19 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
       for (int64_t n = 0; n < N; ++n) args.y[m * N + n] = bias_data ? bias_data[n] : 0.0f;
     }
     return;
+  }
+  if (args.w_type == DType::Q8_0 && q8_0_activations() == Q8Activations::Q8_0) {
+    // Rounded once per call, read by every output. Kept per calling thread between calls: a
+    // decode step makes hundreds of matmuls of the same few sizes.
+    thread_local std::vector<int16_t> xq;
+    thread_local std::vector<float> xq_scale;
+    xq.resize(static_cast<size_t>(args.M * K));
+    xq_scale.resize(static_cast<size_t>(args.M * (K / 32)));
+    for (int64_t m = 0; m < args.M; ++m) {
+      cpu::quantize_row_q8_0_i16(args.x + m * K, K, xq.data() + m * K, xq_scale.data() + m * (K / 32));
+    }
+    args.xq = xq.data();
+    args.xq_scale = xq_scale.data();
   }
   const cpu::Isa& isa = cpu::active_isa();
   // Split the output rows; chunks are multiples of 16 rows so the ISA's row tiles stay whole.

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -107,6 +108,45 @@ inline Tensor random_weight(DType dtype, int64_t rows, int64_t cols, uint32_t se
     }
   }
   return t;
+}
+
+// The GGUF reference quantizers, written from ggml's quantize_row_q8_0_ref / q4_0_ref: q8_0 scale
+// d = amax / 127, q = roundf(x / d) (half away from zero); q4_0 scale d = max / -8 with max the
+// value of largest magnitude (sign kept), q = min(15, (int8_t)(x / d + 8.5)) (truncation).
+inline std::vector<uint8_t> ref_quantize(DType dtype, const std::vector<float>& x) {
+  std::vector<uint8_t> out;
+  for (size_t b = 0; b < x.size() / 32; ++b) {
+    const float* v = x.data() + b * 32;
+    if (dtype == DType::Q8_0) {
+      float amax = 0.0f;
+      for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(v[j]));
+      const float d = amax / 127.0f;
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      const uint16_t dh = f32_to_f16(d);
+      out.push_back(static_cast<uint8_t>(dh & 255));
+      out.push_back(static_cast<uint8_t>(dh >> 8));
+      for (int j = 0; j < 32; ++j) out.push_back(static_cast<uint8_t>(static_cast<int8_t>(std::roundf(v[j] * id))));
+    } else {
+      float amax = 0.0f, max = 0.0f;
+      for (int j = 0; j < 32; ++j) {
+        if (std::fabs(v[j]) > amax) {
+          amax = std::fabs(v[j]);
+          max = v[j];
+        }
+      }
+      const float d = max / -8.0f;
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      const uint16_t dh = f32_to_f16(d);
+      out.push_back(static_cast<uint8_t>(dh & 255));
+      out.push_back(static_cast<uint8_t>(dh >> 8));
+      for (int j = 0; j < 16; ++j) {
+        const int lo = std::min(15, static_cast<int>(static_cast<int8_t>(v[j] * id + 8.5f)));
+        const int hi = std::min(15, static_cast<int>(static_cast<int8_t>(v[j + 16] * id + 8.5f)));
+        out.push_back(static_cast<uint8_t>(lo | (hi << 4)));
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace ferry::test

@@ -22,11 +22,45 @@ struct Case {
   bool bias;
 };
 
+// Restores the q8_0 activation mode a test found when it ends.
+class Q8ActivationsGuard {
+ public:
+  Q8ActivationsGuard() : saved_(kernels::q8_0_activations()) {}
+  ~Q8ActivationsGuard() { kernels::set_q8_0_activations(saved_); }
+  Q8ActivationsGuard(const Q8ActivationsGuard&) = delete;
+  Q8ActivationsGuard& operator=(const Q8ActivationsGuard&) = delete;
+
+ private:
+  kernels::Q8Activations saved_;
+};
+
+constexpr kernels::Q8Activations kQ8Modes[] = {kernels::Q8Activations::F32, kernels::Q8Activations::Q8_0};
+
+const char* mode_name(kernels::Q8Activations mode) {
+  return mode == kernels::Q8Activations::F32 ? "f32 activations" : "q8_0 activations";
+}
+
+// The x a matmul with weights of `dtype` multiplies: x itself, except for q8_0 weights in
+// Q8Activations::Q8_0 mode, which meet x rounded to q8_0 blocks (GGUF's reference quantizer).
+std::vector<double> effective_x(DType dtype, const std::vector<float>& xv, int64_t M, int64_t K) {
+  if (dtype != DType::Q8_0 || kernels::q8_0_activations() != kernels::Q8Activations::Q8_0) {
+    return std::vector<double>(xv.begin(), xv.end());
+  }
+  std::vector<double> out;
+  for (int64_t m = 0; m < M; ++m) {
+    const std::vector<float> row(xv.begin() + m * K, xv.begin() + (m + 1) * K);
+    const std::vector<uint8_t> q = ref_quantize(DType::Q8_0, row);
+    for (int64_t k = 0; k < K; ++k) out.push_back(ref_element(DType::Q8_0, q.data(), k));
+  }
+  return out;
+}
+
 // Runs matmul and checks every output against a double reference. Tolerance: f32 accumulation of
 // K products spread over SIMD lanes has a relative error of about sqrt(K) * 6e-8 of
 // sum |x_k w_k| (~4e-6 for K = 4097 in the worst case of one lane); 1e-5 of that sum leaves
 // margin, while one wrong or missing product moves the result by ~1/K of it (>= 2.4e-4 here).
-// Quantized and 16-bit weights decode exactly to f32, so the same bound holds for every dtype.
+// Quantized and 16-bit weights decode exactly to f32, and q8_0 block products are exact integers
+// scaled twice, so the same bound holds for every dtype.
 void check_matmul(const Case& c, int threads) {
   ThreadPool pool(threads);
   const auto xv = random_floats(static_cast<size_t>(c.M * c.K), 1);
@@ -38,19 +72,20 @@ void check_matmul(const Case& c, int threads) {
   kernels::matmul(x, w, c.bias ? &bias : nullptr, y, pool);
   const auto yv = values_of(y);
   const auto* wp = static_cast<const uint8_t*>(w.data());
+  const std::vector<double> xe = effective_x(c.dtype, xv, c.M, c.K);
   for (int64_t m = 0; m < c.M; ++m) {
     for (int64_t n = 0; n < c.N; ++n) {
       double ref = c.bias ? bv[static_cast<size_t>(n)] : 0.0;
       double magnitude = std::fabs(ref);
       for (int64_t k = 0; k < c.K; ++k) {
-        const double p = xv[static_cast<size_t>(m * c.K + k)] * ref_element(c.dtype, wp + n * w.row_bytes(), k);
+        const double p = xe[static_cast<size_t>(m * c.K + k)] * ref_element(c.dtype, wp + n * w.row_bytes(), k);
         ref += p;
         magnitude += std::fabs(p);
       }
       const double got = yv[static_cast<size_t>(m * c.N + n)];
       ASSERT_NEAR(got, ref, 1e-5 * magnitude + 1e-30)
-          << dtype_name(c.dtype) << " level " << kernels::simd_level() << " threads " << threads << " M " << c.M
-          << " K " << c.K << " N " << c.N << " at (" << m << ", " << n << ")";
+          << dtype_name(c.dtype) << " level " << kernels::simd_level() << " " << mode_name(kernels::q8_0_activations())
+          << " threads " << threads << " M " << c.M << " K " << c.K << " N " << c.N << " at (" << m << ", " << n << ")";
     }
   }
 }
@@ -68,17 +103,21 @@ std::vector<float> run_matmul(const Tensor& x, const Tensor& w, const Tensor* bi
 
 TEST(Matmul, EveryDtypeLevelAndOddSizeMatchesReference) {
   SimdLevelGuard guard;
+  Q8ActivationsGuard mode_guard;
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
     for (DType dtype : kWeightTypes) {
-      const bool quantized = dtype_traits(dtype).is_quantized;
-      const std::vector<int64_t> ks =
-          quantized ? std::vector<int64_t>{32, 64, 96, 4096} : std::vector<int64_t>{1, 31, 33, 100, 4097};
-      for (int64_t K : ks) {
-        for (int64_t M : {1, 3, 17}) {
-          for (int64_t N : {1, 7, 65}) {
-            if (K > 1000 && M * N > 65) continue;  // large K with few outputs keeps the suite fast
-            check_matmul({dtype, M, K, N, (M + N) % 2 == 0}, 2);
+      for (kernels::Q8Activations mode : kQ8Modes) {
+        kernels::set_q8_0_activations(mode);
+        const bool quantized = dtype_traits(dtype).is_quantized;
+        const std::vector<int64_t> ks =
+            quantized ? std::vector<int64_t>{32, 64, 96, 4096} : std::vector<int64_t>{1, 31, 33, 100, 4097};
+        for (int64_t K : ks) {
+          for (int64_t M : {1, 3, 17}) {
+            for (int64_t N : {1, 7, 65}) {
+              if (K > 1000 && M * N > 65) continue;  // large K with few outputs keeps the suite fast
+              check_matmul({dtype, M, K, N, (M + N) % 2 == 0}, 2);
+            }
           }
         }
       }
@@ -87,13 +126,20 @@ TEST(Matmul, EveryDtypeLevelAndOddSizeMatchesReference) {
 }
 
 TEST(Matmul, LargerTilesAndOneThreadMatchReference) {
-  // Sizes past any register tile in both directions, prefill-like M.
+  // Sizes past any register tile in both directions, prefill-like M; decode (M = 1) over enough
+  // rows that every thread's share splits into its 8 streams, with a remainder.
   SimdLevelGuard guard;
+  Q8ActivationsGuard mode_guard;
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
     for (DType dtype : kWeightTypes) {
-      check_matmul({dtype, 37, 160, 45, true}, 1);
-      check_matmul({dtype, 9, 512, 130, false}, 3);
+      for (kernels::Q8Activations mode : kQ8Modes) {
+        kernels::set_q8_0_activations(mode);
+        check_matmul({dtype, 37, 160, 45, true}, 1);
+        check_matmul({dtype, 9, 512, 130, false}, 3);
+        check_matmul({dtype, 1, 256, 301, true}, 1);
+        check_matmul({dtype, 1, 96, 1037, false}, 2);
+      }
     }
   }
 }
@@ -102,21 +148,49 @@ TEST(Matmul, ResultDoesNotDependOnThreadsOrBatchRows) {
   // Each output is accumulated in one fixed order: bit-identical for 1, 2, 3 threads, and the
   // rows of an M=17 batch equal the same rows computed alone (decode vs prefill).
   SimdLevelGuard guard;
+  Q8ActivationsGuard mode_guard;
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
     for (DType dtype : kWeightTypes) {
-      const int64_t M = 17, K = 256, N = 67;
-      const auto xv = random_floats(static_cast<size_t>(M * K), 5);
-      Tensor x = f32_tensor(Shape{M, K}, xv, "x");
-      Tensor w = random_weight(dtype, N, K, 6);
-      const auto one = run_matmul(x, w, nullptr, 1);
-      EXPECT_EQ(one, run_matmul(x, w, nullptr, 2)) << dtype_name(dtype) << " " << level;
-      EXPECT_EQ(one, run_matmul(x, w, nullptr, 3)) << dtype_name(dtype) << " " << level;
-      for (int64_t m : {0, 5, 16}) {
-        const std::vector<float> row(xv.begin() + m * K, xv.begin() + (m + 1) * K);
-        const auto alone = run_matmul(f32_tensor(Shape{1, K}, row, "x1"), w, nullptr, 2);
-        const std::vector<float> in_batch(one.begin() + m * N, one.begin() + (m + 1) * N);
-        EXPECT_EQ(alone, in_batch) << dtype_name(dtype) << " " << level << " row " << m;
+      for (kernels::Q8Activations mode : kQ8Modes) {
+        kernels::set_q8_0_activations(mode);
+        const int64_t M = 17, K = 256, N = 67;
+        const auto xv = random_floats(static_cast<size_t>(M * K), 5);
+        Tensor x = f32_tensor(Shape{M, K}, xv, "x");
+        Tensor w = random_weight(dtype, N, K, 6);
+        const auto one = run_matmul(x, w, nullptr, 1);
+        EXPECT_EQ(one, run_matmul(x, w, nullptr, 2)) << dtype_name(dtype) << " " << level;
+        EXPECT_EQ(one, run_matmul(x, w, nullptr, 3)) << dtype_name(dtype) << " " << level;
+        for (int64_t m : {0, 5, 16}) {
+          const std::vector<float> row(xv.begin() + m * K, xv.begin() + (m + 1) * K);
+          const auto alone = run_matmul(f32_tensor(Shape{1, K}, row, "x1"), w, nullptr, 2);
+          const std::vector<float> in_batch(one.begin() + m * N, one.begin() + (m + 1) * N);
+          EXPECT_EQ(alone, in_batch) << dtype_name(dtype) << " " << level << " " << mode_name(mode) << " row " << m;
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, Q8ActivationsChangeOnlyQ8Weights) {
+  // The mode rounds x only against q8_0 weights; there it changes the result by about the rounding
+  // of x (so the mode is really applied), elsewhere not at all.
+  SimdLevelGuard guard;
+  Q8ActivationsGuard mode_guard;
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    for (DType dtype : kWeightTypes) {
+      const int64_t M = 3, K = 128, N = 19;
+      Tensor x = f32_tensor(Shape{M, K}, random_floats(static_cast<size_t>(M * K), 8), "x");
+      Tensor w = random_weight(dtype, N, K, 9);
+      kernels::set_q8_0_activations(kernels::Q8Activations::F32);
+      const auto f32 = run_matmul(x, w, nullptr, 2);
+      kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
+      const auto q8 = run_matmul(x, w, nullptr, 2);
+      if (dtype == DType::Q8_0) {
+        EXPECT_NE(f32, q8) << level;
+      } else {
+        EXPECT_EQ(f32, q8) << dtype_name(dtype) << " " << level;
       }
     }
   }

@@ -68,6 +68,19 @@ struct Avx2 {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
   }
 
+  struct WQ {  // a q8_0 block's 32 quants as int16
+    __m256i lo, hi;
+  };
+  static WQ widen_q8(const uint8_t* qs) {
+    return {_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))),
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16)))};
+  }
+  static V madd_block(const WQ& w, const int16_t* x) {
+    const __m256i lo = _mm256_madd_epi16(w.lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
+    const __m256i hi = _mm256_madd_epi16(w.hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16)));
+    return _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi));
+  }
+
   // Chunk c of a row: elements [8c, 8c + 8). Plain types only.
   template <DType T>
   static V load_w(const uint8_t* row, int64_t c) {

@@ -74,6 +74,14 @@ struct Avx512 {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
   }
 
+  using WQ = __m512i;  // a q8_0 block's 32 quants as int16
+  static WQ widen_q8(const uint8_t* qs) {
+    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)));
+  }
+  static V madd_block(WQ w, const int16_t* x) {
+    return _mm512_cvtepi32_ps(_mm512_madd_epi16(w, _mm512_loadu_si512(x)));
+  }
+
   static V widen_bf16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 
   // Chunk c of a row: elements [16c, 16c + 16). Plain types only.

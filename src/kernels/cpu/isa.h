@@ -25,6 +25,11 @@ struct MatmulArgs {
   float* y = nullptr;           // [M, N], rows y_stride floats apart
   int64_t y_stride = 0;
   const float* f16_table = nullptr;  // f16 bits -> f32 (quant.h), for the block scales
+  // q8_0 weights only: x rounded to q8_0 as llama.cpp does (quant.h, quantize_row_q8_0_i16), the
+  // quants widened to int16 ([M, K], rows K apart) with each block's scale as f32 ([M, K / 32]).
+  // The weights then meet x in exact integer dot products, a block at a time.
+  const int16_t* xq = nullptr;
+  const float* xq_scale = nullptr;
 };
 
 // One query token of up to kMaxHeads query heads that share one kv head (GQA/MQA), against cache

@@ -82,6 +82,14 @@ BlockQ4_0 quantize_block_q4_0(const float* x) {
   return block;
 }
 
+void quantize_row_q8_0_i16(const float* x, int64_t n, int16_t* q, float* scale) {
+  for (int64_t b = 0; b < n / kQK8_0; ++b) {
+    const BlockQ8_0 block = quantize_block_q8_0(x + b * kQK8_0);
+    for (int j = 0; j < kQK8_0; ++j) q[b * kQK8_0 + j] = block.qs[j];
+    scale[b] = f16_to_f32(block.d);
+  }
+}
+
 void row_to_f32_scalar(DType type, const void* src, float* dst, int64_t n) {
   // Weights may sit at any byte offset of a mapped file: read them with memcpy, never through a
   // typed pointer that would assume alignment.

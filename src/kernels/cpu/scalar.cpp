@@ -2,6 +2,7 @@
 // tested against (besides the tests' own references).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -24,7 +25,29 @@ float dot(const float* a, const float* b, int64_t n) {
   return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
 }
 
+// q8_0 against x rounded to q8_0 (MatmulArgs::xq): per block the exact integer dot product, times both scales.
+void matmul_q8_0(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  const int64_t blocks = a.K / kQK8_0;
+  for (int64_t n = n_begin; n < n_end; ++n) {
+    const auto* row = a.w + static_cast<size_t>(n) * a.w_row_bytes;
+    for (int64_t m = 0; m < a.M; ++m) {
+      const int16_t* xq = a.xq + m * a.K;
+      const float* xs = a.xq_scale + m * blocks;
+      float acc = 0.0f;
+      for (int64_t b = 0; b < blocks; ++b) {
+        BlockQ8_0 block;
+        std::memcpy(&block, row + b * sizeof(BlockQ8_0), sizeof(block));
+        int32_t dot = 0;
+        for (int j = 0; j < kQK8_0; ++j) dot += static_cast<int32_t>(block.qs[j]) * xq[b * kQK8_0 + j];
+        acc += static_cast<float>(dot) * xs[b] * a.f16_table[block.d];
+      }
+      a.y[m * a.y_stride + n] = acc + (a.bias ? a.bias[n] : 0.0f);
+    }
+  }
+}
+
 void matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (a.w_type == DType::Q8_0 && a.xq != nullptr) return matmul_q8_0(a, n_begin, n_end);
   thread_local std::vector<float> w_row;
   w_row.resize(static_cast<size_t>(a.K));
   for (int64_t n = n_begin; n < n_end; ++n) {

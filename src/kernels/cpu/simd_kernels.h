@@ -9,7 +9,9 @@
 // load_w_partial<T>(row, chunk, n) -> the first n of them, zero elsewhere,
 // load_block_q<T>(row, block, q, f16_table) -> the block's scale d in every lane, with its 32
 // integers as f32 in the 32 / W chunks q[]: q8_0's q; for q4_0 the signed q if S::kSignedQ4,
-// else the stored nibble q + 8.
+// else the stored nibble q + 8. For q8_0 weights against activations rounded to q8_0 (see
+// MatmulArgs::xq): WQ (a block's 32 quants as int16), widen_q8(qs) -> WQ, and madd_block(WQ, x) ->
+// the block's integer products, summed in pairs, as f32 lanes (exact: far below 2^24).
 //
 // Determinism: every dot product keeps one vector accumulator, adds chunks in increasing k order
 // with fma and reduces with S::hsum, whatever the tile shape. So an output does not depend on M,
@@ -31,10 +33,67 @@ void prefetch_line(const uint8_t* p) {
   __builtin_prefetch(p, 0, 3);
 }
 
+template <class S>
+uint16_t load_u16(const uint8_t* p) {
+  uint16_t v;
+  std::memcpy(&v, p, 2);
+  return v;
+}
+
+// Writes hsum(acc) (+ bias) to y for rows [m0, m0 + MR) and outputs n0, n0 + row_step, ...
+template <class S, int MR, int NR>
+void store_tile(const MatmulArgs& a, typename S::V (&acc)[MR][NR], int64_t m0, int64_t n0, int64_t row_step) {
+  for (int m = 0; m < MR; ++m) {
+    float* y = a.y + (m0 + m) * a.y_stride;
+    for (int n = 0; n < NR; ++n) {
+      const int64_t out = n0 + n * row_step;
+      y[out] = S::hsum(acc[m][n]) + (a.bias ? a.bias[out] : 0.0f);
+    }
+  }
+}
+
+// matmul_tile for q8_0 weights against x rounded to q8_0 (a.xq, a.xq_scale). Per block and
+// output: the exact integer dot product of the block, times x's block scale, then
+// acc += (the weight block's scale) * that.
+template <class S, int MR, int NR>
+void matmul_tile_q8_0_int(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step, size_t prefetch_offset) {
+  using V = typename S::V;
+  V acc[MR][NR];
+  for (int m = 0; m < MR; ++m) {
+    for (int n = 0; n < NR; ++n) acc[m][n] = S::zero();
+  }
+  const uint8_t* w[NR];
+  for (int n = 0; n < NR; ++n) w[n] = a.w + static_cast<size_t>(n0 + n * row_step) * a.w_row_bytes;
+  const int16_t* xq[MR];
+  const float* xs[MR];
+  for (int m = 0; m < MR; ++m) {
+    xq[m] = a.xq + (m0 + m) * a.K;
+    xs[m] = a.xq_scale + (m0 + m) * (a.K / 32);
+  }
+  for (int64_t b = 0; b < a.K / 32; ++b) {
+    if (prefetch_offset != 0) {
+      for (int n = 0; n < NR; ++n) prefetch_line<S>(w[n] + prefetch_offset + (b + 1) * sizeof(BlockQ8_0) - 1);
+    }
+    for (int n = 0; n < NR; ++n) {
+      const uint8_t* block = w[n] + b * sizeof(BlockQ8_0);
+      const typename S::WQ wq = S::widen_q8(block + 2);
+      const V d = S::set1(a.f16_table[load_u16<S>(block)]);
+      for (int m = 0; m < MR; ++m) {
+        const V dot = S::mul(S::madd_block(wq, xq[m] + b * 32), S::set1(xs[m][b]));
+        acc[m][n] = S::fma(dot, d, acc[m][n]);
+      }
+    }
+  }
+  store_tile<S, MR, NR>(a, acc, m0, n0, row_step);
+}
+
 // y for rows [m0, m0 + MR) and outputs n0, n0 + row_step, ..., n0 + (NR - 1) * row_step. When
 // prefetch_offset is not 0, the weight bytes that far past each row are prefetched as the row is read.
 template <class S, DType T, int MR, int NR>
 void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step = 1, size_t prefetch_offset = 0) {
+  if constexpr (T == DType::Q8_0) {
+    if (a.xq != nullptr) return matmul_tile_q8_0_int<S, MR, NR>(a, m0, n0, row_step, prefetch_offset);
+  }
   using V = typename S::V;
   V acc[MR][NR];
   for (int m = 0; m < MR; ++m) {
@@ -111,13 +170,7 @@ void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step =
       }
     }
   }
-  for (int m = 0; m < MR; ++m) {
-    float* y = a.y + (m0 + m) * a.y_stride;
-    for (int n = 0; n < NR; ++n) {
-      const int64_t out = n0 + n * row_step;
-      y[out] = S::hsum(acc[m][n]) + (a.bias ? a.bias[out] : 0.0f);
-    }
-  }
+  store_tile<S, MR, NR>(a, acc, m0, n0, row_step);
 }
 
 // Rows [m_begin, m_end) against outputs [n0, n0 + NR), MR_MAX rows at a time.
