@@ -64,6 +64,10 @@ struct Node {
   NodeList alternate;
 
   Node(NodeKind k, int l) : kind(k), line(l) {}
+  // Frees the subtree without recursion, so no tree can exhaust the stack on the way out.
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
   const Node* operand(size_t i) const { return i < operands.size() ? operands[i].get() : nullptr; }
 };
 

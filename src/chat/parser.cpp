@@ -72,7 +72,48 @@ const char* node_kind_name(NodeKind kind) {
   return "node";
 }
 
+Node::~Node() {
+  std::vector<NodePtr> pending;
+  const auto take = [&pending](NodeList& list) {
+    for (NodePtr& child : list) {
+      if (child) pending.push_back(std::move(child));
+    }
+    list.clear();
+  };
+  take(operands);
+  take(params);
+  take(body);
+  take(alternate);
+  while (!pending.empty()) {
+    NodePtr node = std::move(pending.back());
+    pending.pop_back();
+    take(node->operands);
+    take(node->params);
+    take(node->body);
+    take(node->alternate);
+  }  // each node is freed here with no children left
+}
+
 namespace {
+
+// Fails when a tree is deeper than kMaxTreeDepth, walking with an explicit stack.
+void check_tree_depth(const NodeList& program, const SourceName& name) {
+  std::vector<std::pair<const Node*, int>> stack;
+  for (const NodePtr& n : program) stack.emplace_back(n.get(), 1);
+  while (!stack.empty()) {
+    const auto [node, depth] = stack.back();
+    stack.pop_back();
+    if (depth > kMaxTreeDepth) {
+      template_error(ErrorKind::Unsupported, name, node->line,
+                     fmt::format("expressions nested more than {} levels deep", kMaxTreeDepth));
+    }
+    for (const NodeList* list : {&node->operands, &node->params, &node->body, &node->alternate}) {
+      for (const NodePtr& child : *list) {
+        if (child) stack.emplace_back(child.get(), depth + 1);
+      }
+    }
+  }
+}
 
 // Jinja statements that exist in Python's Jinja but not in the reference renderer.
 bool is_known_jinja_statement(std::string_view name) {
@@ -704,7 +745,9 @@ class Parser {
 }  // namespace
 
 NodeList parse(const std::vector<Token>& tokens, const SourceName& name) {
-  return Parser(tokens, name).program();
+  NodeList program = Parser(tokens, name).program();
+  check_tree_depth(program, name);
+  return program;
 }
 
 }  // namespace ferry::chat

@@ -312,6 +312,18 @@ TEST(Limits, RenderingIsBounded) {
   EXPECT_EQ(error_of("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns|tojson }}").first, ErrorKind::Unsupported);
   EXPECT_EQ(error_of("{{ " + std::string(500, '(') + "1" + std::string(500, ')') + " }}").first,
             ErrorKind::Unsupported);
+  // Long chains build a deep tree without nesting brackets: refused at parse time as well.
+  std::string chain = "{{ 1";
+  for (int i = 0; i < 5000; ++i) chain += " + 1";
+  EXPECT_EQ(error_of(chain + " }}").first, ErrorKind::Unsupported);
+  std::string ifs;
+  for (int i = 0; i < 300; ++i) ifs += "{% if true %}";
+  for (int i = 0; i < 300; ++i) ifs += "{% endif %}";
+  EXPECT_EQ(error_of(ifs).first, ErrorKind::Unsupported);
+  // A chain the parser accepts but deeper than the evaluation limit.
+  std::string medium = "{{ 1";
+  for (int i = 0; i < 600; ++i) medium += " ~ 1";
+  EXPECT_EQ(error_of(medium + " }}").first, ErrorKind::Unsupported);
 }
 
 // --- the chat API --------------------------------------------------------------------------------
