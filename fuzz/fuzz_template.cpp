@@ -31,6 +31,7 @@ ferry::chat::RenderLimits limits() {
   l.max_steps = 200'000;
   l.max_depth = 200;
   l.max_list_length = 10'000;
+  l.max_allocated_bytes = 64 << 20;
   return l;
 }
 

@@ -44,7 +44,9 @@ class Interpreter::StepGuard {
   int exceptions_;
 };
 
-Interpreter::Interpreter(const SourceName& source, const RenderLimits& limits) : source_(source), limits_(limits) {
+Interpreter::Interpreter(const SourceName& source, const RenderLimits& limits)
+    : source_(source), limits_(limits), budget_(limits.max_allocated_bytes) {
+  ValueBudgetScope scope(budget_);
   global_ = new_env(nullptr);
   declare_globals();
 }
@@ -52,17 +54,20 @@ Interpreter::Interpreter(const SourceName& source, const RenderLimits& limits) :
 Interpreter::~Interpreter() = default;
 
 Env* Interpreter::new_env(Env* parent) {
+  budget_.charge(sizeof(Env));
   envs_.emplace_back();
   envs_.back().parent = parent;
   return &envs_.back();
 }
 
 Namespace* Interpreter::new_namespace() {
+  budget_.charge(sizeof(Namespace));
   namespaces_.emplace_back();
   return &namespaces_.back();
 }
 
 void Interpreter::declare(const std::string& name, Value value) {
+  budget_.charge(name.size() + sizeof(Value));
   if (name == "namespace" || global_->vars.find(name) != nullptr) {
     fail(ErrorKind::Usage, "the chat template variable '{}' is already defined (a built-in name); choose another name",
          name);
@@ -71,6 +76,7 @@ void Interpreter::declare(const std::string& name, Value value) {
 }
 
 std::string Interpreter::run(const NodeList& program) {
+  ValueBudgetScope scope(budget_);
   try {
     std::string out;
     render_block(program, global_, out);
@@ -96,8 +102,9 @@ void Interpreter::check_list_length(size_t length) const {
   }
 }
 
-void Interpreter::append(std::string& out, std::string_view piece) const {
+void Interpreter::append(std::string& out, std::string_view piece) {
   check_string_size(out.size() + piece.size());
+  budget_.charge(piece.size());
   out += piece;
 }
 

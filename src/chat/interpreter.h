@@ -20,10 +20,11 @@
 namespace ferry::chat {
 
 struct RenderLimits {
-  size_t max_output_bytes = size_t{64} << 20;  // the rendered prompt, and any one string
-  uint64_t max_steps = 50'000'000;             // expressions and statements evaluated
-  int max_depth = 400;                         // nested evaluation (expressions, blocks, calls)
-  size_t max_list_length = size_t{1} << 22;    // items in one list (range(), +)
+  size_t max_output_bytes = size_t{64} << 20;        // the rendered prompt, and any one string
+  uint64_t max_steps = 50'000'000;                   // expressions and statements evaluated
+  int max_depth = 400;                               // nested evaluation (expressions, blocks, calls)
+  size_t max_list_length = size_t{1} << 22;          // items in one list (range(), +)
+  uint64_t max_allocated_bytes = uint64_t{1} << 30;  // strings, lists, dicts and scopes made in all
 };
 
 // One scope. Scopes live as long as the render (the interpreter owns them), so a function value
@@ -66,7 +67,7 @@ class Interpreter {
 
   void render_block(const NodeList& statements, Env* env, std::string& out);
   void render_statement(const Node& node, Env* env, std::string& out);
-  void append(std::string& out, std::string_view piece) const;
+  void append(std::string& out, std::string_view piece);
 
   void render_if(const Node& node, Env* env, std::string& out);
   void render_for(const Node& node, Env* env, std::string& out);
@@ -102,6 +103,7 @@ class Interpreter {
 
   SourceName source_;
   RenderLimits limits_;
+  ValueBudget budget_;
   std::deque<Env> envs_;
   std::deque<Namespace> namespaces_;
   Env* global_ = nullptr;

@@ -39,6 +39,33 @@ bool OrderedMap::erase(std::string_view key) {
   return true;
 }
 
+// --- budget --------------------------------------------------------------------------------------
+
+namespace {
+
+thread_local ValueBudget* t_budget = nullptr;
+
+void charge(uint64_t bytes) {
+  if (t_budget != nullptr) t_budget->charge(bytes);
+}
+
+}  // namespace
+
+void ValueBudget::charge(uint64_t bytes) {
+  used_ += bytes;
+  if (used_ > limit_) {
+    fail(ErrorKind::Unsupported, "rendering allocates more than the {} byte limit for values (runaway growth?)",
+         limit_);
+  }
+}
+
+ValueBudgetScope::ValueBudgetScope(ValueBudget& budget) : previous_(t_budget) {
+  t_budget = &budget;
+}
+ValueBudgetScope::~ValueBudgetScope() {
+  t_budget = previous_;
+}
+
 // --- construction --------------------------------------------------------------------------------
 
 const std::vector<Value>& Value::items() const {
@@ -93,6 +120,7 @@ Value float_value(double n) {
 }
 
 Value string_value(std::string s) {
+  charge(s.size() + sizeof(std::string));
   Value v;
   v.kind = ValueKind::String;
   v.string = std::make_shared<const std::string>(std::move(s));
@@ -102,6 +130,7 @@ Value string_value(std::string s) {
 namespace {
 
 Value make_array(std::vector<Value> items, ValueKind kind) {
+  charge((items.size() + 1) * sizeof(Value));
   auto data = std::make_shared<ArrayData>();
   int depth = 0;
   for (const Value& item : items) depth = std::max(depth, item.depth());
@@ -126,6 +155,7 @@ Value tuple_value(std::vector<Value> items) {
 }
 
 Value object_value(OrderedMap map, bool kwargs) {
+  charge((map.size() + 1) * sizeof(std::pair<std::string, Value>));
   auto data = std::make_shared<ObjectData>();
   int depth = 0;
   for (const auto& entry : map.entries()) depth = std::max(depth, entry.second.depth());

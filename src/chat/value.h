@@ -109,6 +109,32 @@ struct Callable {
   std::function<Value(Interpreter&, std::vector<Value>& args, Env* call_scope)> call;
 };
 
+// Bytes of strings, lists and dicts made during one render, counted against a limit so that no
+// template can make the renderer allocate without bound (every value is counted when it is made,
+// freed or not). The interpreter opens a ValueBudgetScope per render; values made on a thread
+// with no open scope are not counted.
+class ValueBudget {
+ public:
+  explicit ValueBudget(uint64_t limit) : limit_(limit) {}
+  void charge(uint64_t bytes);  // Error(Unsupported) past the limit
+  uint64_t used() const { return used_; }
+
+ private:
+  uint64_t limit_;
+  uint64_t used_ = 0;
+};
+
+class ValueBudgetScope {
+ public:
+  explicit ValueBudgetScope(ValueBudget& budget);
+  ~ValueBudgetScope();
+  ValueBudgetScope(const ValueBudgetScope&) = delete;
+  ValueBudgetScope& operator=(const ValueBudgetScope&) = delete;
+
+ private:
+  ValueBudget* previous_;
+};
+
 // Lists and dicts deeper than this are refused (they would make printing and freeing them
 // recursive without bound).
 inline constexpr int kMaxValueDepth = 256;

@@ -310,6 +310,14 @@ TEST(Limits, RenderingIsBounded) {
                 .first,
             ErrorKind::Unsupported);
   EXPECT_EQ(error_of("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns|tojson }}").first, ErrorKind::Unsupported);
+  // Values kept alive step after step count against the allocation budget.
+  chat::RenderLimits budget;
+  budget.max_allocated_bytes = 1 << 20;
+  EXPECT_EQ(error_of("{% set ns = namespace(l=[]) %}{% for i in range(3000) %}{% set ns.l = ns.l + [s ~ i] %}"
+                     "{% endfor %}",
+                     vars(), budget)
+                .first,
+            ErrorKind::Unsupported);
   EXPECT_EQ(error_of("{{ " + std::string(500, '(') + "1" + std::string(500, ')') + " }}").first,
             ErrorKind::Unsupported);
   // Long chains build a deep tree without nesting brackets: refused at parse time as well.
