@@ -1,4 +1,5 @@
 // Rotary position embedding, both pair layouts, partial rotary and linear position scaling.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -7,6 +8,55 @@
 #include "kernels/kernels.h"
 
 namespace ferry::kernels {
+
+namespace {
+
+// cos/sin per (token, pair) for one set of positions and parameters, from angles computed in
+// double: positions can be large and a float angle would lose the low bits of position * frequency.
+// Every rope of a step (q and k of every layer) asks for the same table, so the last one is kept per
+// calling thread and reused while positions and parameters match.
+struct CosSinTable {
+  int n_rot = -1;
+  float theta = 0.0f;
+  float freq_scale = 0.0f;
+  std::vector<int32_t> positions;
+  std::vector<float> cos_sin;  // [T, n_rot / 2, 2]
+
+  bool matches(const RopeParams& p, const int32_t* pos, int64_t T) const {
+    return n_rot == p.n_rot && theta == p.theta && freq_scale == p.freq_scale &&
+           static_cast<int64_t>(positions.size()) == T && std::equal(positions.begin(), positions.end(), pos);
+  }
+
+  void build(const RopeParams& p, const int32_t* pos, int64_t T) {
+    n_rot = p.n_rot;
+    theta = p.theta;
+    freq_scale = p.freq_scale;
+    positions.assign(pos, pos + T);
+    const int64_t half = p.n_rot / 2;
+    cos_sin.resize(static_cast<size_t>(T * half * 2));
+    std::vector<double> inv_freq(static_cast<size_t>(half));
+    for (int64_t i = 0; i < half; ++i) {
+      inv_freq[static_cast<size_t>(i)] =
+          std::pow(static_cast<double>(p.theta), -2.0 * static_cast<double>(i) / static_cast<double>(p.n_rot));
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      const double scaled_pos = static_cast<double>(pos[t]) * static_cast<double>(p.freq_scale);
+      for (int64_t i = 0; i < half; ++i) {
+        const double angle = scaled_pos * inv_freq[static_cast<size_t>(i)];
+        cos_sin[static_cast<size_t>((t * half + i) * 2)] = static_cast<float>(std::cos(angle));
+        cos_sin[static_cast<size_t>((t * half + i) * 2 + 1)] = static_cast<float>(std::sin(angle));
+      }
+    }
+  }
+};
+
+const std::vector<float>& cos_sin_for(const RopeParams& p, const int32_t* pos, int64_t T) {
+  thread_local CosSinTable table;
+  if (!table.matches(p, pos, T)) table.build(p, pos, T);
+  return table.cos_sin;
+}
+
+}  // namespace
 
 void rope(const Tensor& x, const Tensor& positions, const RopeParams& p, Tensor& out, ThreadPool& pool) {
   constexpr std::string_view kName = "rope";
@@ -34,23 +84,7 @@ void rope(const Tensor& x, const Tensor& positions, const RopeParams& p, Tensor&
 
   const int64_t half = p.n_rot / 2;
   const int64_t n_heads = width / p.head_dim;
-  // cos/sin per (token, pair), from angles computed in double: positions can be large and a float
-  // angle would lose the low bits of position * frequency.
-  std::vector<float> cos_sin(static_cast<size_t>(T * half * 2));
-  std::vector<double> inv_freq(static_cast<size_t>(half));
-  for (int64_t i = 0; i < half; ++i) {
-    inv_freq[static_cast<size_t>(i)] =
-        std::pow(static_cast<double>(p.theta), -2.0 * static_cast<double>(i) / static_cast<double>(p.n_rot));
-  }
-  const auto* pos = positions.data_as<const int32_t>();
-  for (int64_t t = 0; t < T; ++t) {
-    const double scaled_pos = static_cast<double>(pos[t]) * static_cast<double>(p.freq_scale);
-    for (int64_t i = 0; i < half; ++i) {
-      const double angle = scaled_pos * inv_freq[static_cast<size_t>(i)];
-      cos_sin[static_cast<size_t>((t * half + i) * 2)] = static_cast<float>(std::cos(angle));
-      cos_sin[static_cast<size_t>((t * half + i) * 2 + 1)] = static_cast<float>(std::sin(angle));
-    }
-  }
+  const std::vector<float>& cos_sin = cos_sin_for(p, positions.data_as<const int32_t>(), T);
   // Pair i is (first + i*step_pair, first + i*step_pair + partner): adjacent (2i, 2i+1) or
   // half-split (i, i + n_rot/2).
   const bool adjacent = p.style == RopeStyle::Adjacent;

@@ -105,3 +105,22 @@ TEST(Rope, RejectsBadParameters) {
                },
                {"pos3"});
 }
+
+TEST(Rope, EachCallUsesItsOwnPositionsAndParameters) {
+  // A decode step ropes q and k of every layer at the same positions, so the kernel keeps the
+  // cos/sin of its last call; a call with other positions (same count), another theta, n_rot or
+  // scaling must not see them.
+  const RopeParams base{64, 64, RopeStyle::HalfSplit, 10000.0f, 1.0f};
+  RopeParams other_theta = base;
+  other_theta.theta = 500000.0f;
+  RopeParams other_scale = base;
+  other_scale.freq_scale = 0.5f;
+  RopeParams partial = base;
+  partial.n_rot = 32;
+  for (int step = 0; step < 3; ++step) {
+    for (const std::vector<int32_t>& pos : {std::vector<int32_t>{5}, std::vector<int32_t>{6}, std::vector<int32_t>{6},
+                                            std::vector<int32_t>{5, 6}, std::vector<int32_t>{6, 5}}) {
+      for (const RopeParams& p : {base, other_theta, base, other_scale, partial, base}) check_rope(p, 2, pos, false);
+    }
+  }
+}
