@@ -1,5 +1,7 @@
-// Speed, reported as ratios measured in the same run: decode's achieved weight-read bandwidth over
-// the machine's read bandwidth, which ferry measures itself with the same thread count.
+// Speed, reported as ratios measured in the same run: decode's achieved read bandwidth (weights
+// and KV cache) over the machine's read bandwidth, which ferry measures itself with the same thread
+// count right after each repetition. On a shared machine both move with the load; a ratio of two
+// figures taken moments apart moves much less, and the median over the repetitions least.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,11 +9,13 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/model_setup.h"
 #include "core/error.h"
 #include "kernels/bandwidth.h"
+#include "kernels/kernels.h"
 
 namespace ferry::cli {
 
@@ -42,9 +46,31 @@ uint64_t weight_bytes_per_token(const ModelSpec& spec) {
   return bytes;
 }
 
+// KV-cache bytes attention reads while decoding tokens at positions [first, first + count): at
+// position p each layer reads p + 1 rows of K and of V (f32).
+uint64_t kv_bytes_read(const ModelConfig& c, int64_t first, int64_t count) {
+  const auto row = static_cast<uint64_t>(c.n_kv_head) * static_cast<uint64_t>(c.head_dim) * sizeof(float);
+  uint64_t rows = 0;
+  for (int64_t p = first; p < first + count; ++p) rows += static_cast<uint64_t>(p + 1);
+  return rows * row * 2 * static_cast<uint64_t>(c.n_layer);
+}
+
 double seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct Rep {
+  double prompt_s = 0;
+  double decode_s = 0;
+  double machine_bw = 0;  // measured right after this repetition
+  double fraction = 0;    // achieved / machine_bw
+};
 
 int run_bench(BenchArgs a) {
   if (a.prompt_tokens <= 0 || a.gen_tokens <= 0 || a.reps <= 0) {
@@ -59,8 +85,13 @@ int run_bench(BenchArgs a) {
   std::vector<int32_t> prompt(static_cast<size_t>(a.prompt_tokens));
   for (auto& id : prompt) id = pick(rng);
 
-  double best_prompt = 1e30;
-  double best_decode = 1e30;
+  const uint64_t weight_bytes = weight_bytes_per_token(model->ckpt.spec);
+  // Decode reads positions prompt_tokens .. prompt_tokens + gen_tokens - 1.
+  const uint64_t decode_bytes = weight_bytes * static_cast<uint64_t>(a.gen_tokens) +
+                                kv_bytes_read(model->ckpt.config(), a.prompt_tokens, a.gen_tokens);
+  // The probe, with as many threads as the run used.
+  ThreadPool probe_pool(threads);
+  std::vector<Rep> reps;
   for (int rep = 0; rep < a.reps; ++rep) {
     auto session = model->new_session();
     auto t0 = std::chrono::steady_clock::now();
@@ -72,42 +103,74 @@ int run_bench(BenchArgs a) {
       logits = session->eval(std::vector<int32_t>{next});
     }
     auto t2 = std::chrono::steady_clock::now();
-    best_prompt = std::min(best_prompt, seconds(t0, t1));
-    best_decode = std::min(best_decode, seconds(t1, t2));
+    Rep r;
+    r.prompt_s = seconds(t0, t1);
+    r.decode_s = seconds(t1, t2);
+    r.machine_bw = kernels::measure_read_bandwidth(probe_pool);
+    r.fraction = static_cast<double>(decode_bytes) / r.decode_s / r.machine_bw;
+    reps.push_back(r);
   }
 
-  // The machine's read bandwidth, with as many threads as the run used.
-  ThreadPool pool(threads);
-  const double machine_bw = kernels::measure_read_bandwidth(pool);
-  const uint64_t per_token = weight_bytes_per_token(model->ckpt.spec);
-  const double decode_tps = a.gen_tokens / best_decode;
-  const double achieved_bw = static_cast<double>(per_token) * decode_tps;
+  std::vector<double> fractions, decode_tps, machine_bws;
+  double best_prompt = 1e30, best_decode = 1e30;
+  for (const Rep& r : reps) {
+    fractions.push_back(r.fraction);
+    decode_tps.push_back(a.gen_tokens / r.decode_s);
+    machine_bws.push_back(r.machine_bw);
+    best_prompt = std::min(best_prompt, r.prompt_s);
+    best_decode = std::min(best_decode, r.decode_s);
+  }
+  const double fraction = median(fractions);
+  const double fraction_min = *std::min_element(fractions.begin(), fractions.end());
+  const double fraction_max = *std::max_element(fractions.begin(), fractions.end());
+  const double machine_bw = median(machine_bws);
+  const double decode_tps_best = a.gen_tokens / best_decode;
   const double prompt_tps = a.prompt_tokens / best_prompt;
+  const double bytes_per_token = static_cast<double>(decode_bytes) / a.gen_tokens;
+  const char* q8_activations = kernels::q8_0_activations() == kernels::Q8Activations::Q8_0 ? "q8_0" : "f32";
 
   if (a.json) {
     nlohmann::json j;
     j["model"] = a.run.model;
     j["threads"] = threads;
+    j["q8_0_activations"] = q8_activations;
     j["devices"] = a.run.placement.devices;
     j["prompt_tokens"] = a.prompt_tokens;
     j["gen_tokens"] = a.gen_tokens;
     j["prompt_tokens_per_s"] = prompt_tps;
-    j["decode_tokens_per_s"] = decode_tps;
-    j["weight_bytes_per_token"] = per_token;
-    j["achieved_read_bandwidth"] = achieved_bw;
+    j["decode_tokens_per_s"] = decode_tps_best;
+    j["decode_tokens_per_s_median"] = median(decode_tps);
+    j["weight_bytes_per_token"] = weight_bytes;
+    j["read_bytes_per_token"] = bytes_per_token;
+    j["achieved_read_bandwidth"] = bytes_per_token * decode_tps_best;
     j["machine_read_bandwidth"] = machine_bw;
-    j["bandwidth_fraction"] = achieved_bw / machine_bw;
+    j["bandwidth_fraction"] = fraction;
+    j["bandwidth_fraction_min"] = fraction_min;
+    j["bandwidth_fraction_max"] = fraction_max;
+    nlohmann::json per_rep = nlohmann::json::array();
+    for (const Rep& r : reps) {
+      per_rep.push_back({{"decode_tokens_per_s", a.gen_tokens / r.decode_s},
+                         {"machine_read_bandwidth", r.machine_bw},
+                         {"bandwidth_fraction", r.fraction}});
+    }
+    j["reps"] = per_rep;
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return 0;
   }
   fmt::print("threads                 {}\n", threads);
-  fmt::print("prompt                  {} tokens: {:.1f} tok/s\n", a.prompt_tokens, prompt_tps);
-  fmt::print("decode                  {} tokens: {:.2f} tok/s ({:.2f} ms/token)\n", a.gen_tokens, decode_tps,
-             1000.0 / decode_tps);
-  fmt::print("weights read per token  {}\n", format_bytes(per_token));
-  fmt::print("achieved read bandwidth {:.2f} GB/s\n", achieved_bw / 1e9);
-  fmt::print("machine read bandwidth  {:.2f} GB/s (measured now, {} threads)\n", machine_bw / 1e9, threads);
-  fmt::print("fraction of bandwidth   {:.1f}%\n", 100.0 * achieved_bw / machine_bw);
+  fmt::print("q8_0 weights meet       {} activations (FERRY_Q8_ACTIVATIONS)\n", q8_activations);
+  fmt::print("prompt                  {} tokens: {:.1f} tok/s (best of {})\n", a.prompt_tokens, prompt_tps, a.reps);
+  fmt::print("decode                  {} tokens: {:.2f} tok/s ({:.2f} ms/token, best of {}; median {:.2f} tok/s)\n",
+             a.gen_tokens, decode_tps_best, 1000.0 / decode_tps_best, a.reps, median(decode_tps));
+  fmt::print("read per token          {} weights + {} KV cache (mean)\n", format_bytes(weight_bytes),
+             format_bytes(static_cast<size_t>(bytes_per_token) - weight_bytes));
+  fmt::print("achieved read bandwidth {:.2f} GB/s (best repetition)\n", bytes_per_token * decode_tps_best / 1e9);
+  fmt::print("machine read bandwidth  {:.2f} GB/s (median; measured after each repetition, {} threads)\n",
+             machine_bw / 1e9, threads);
+  fmt::print(
+      "fraction of bandwidth   {:.1f}% (median of {} repetitions, each against the probe run right after "
+      "it; range {:.1f}-{:.1f}%)\n",
+      100.0 * fraction, a.reps, 100.0 * fraction_min, 100.0 * fraction_max);
   return 0;
 }
 
@@ -119,7 +182,8 @@ Runner add_bench(CLI::App& app) {
   a->run.add_to(*cmd);
   cmd->add_option("--prompt-tokens", a->prompt_tokens, "Prompt length")->capture_default_str();
   cmd->add_option("--gen-tokens", a->gen_tokens, "Tokens to decode (EOS ignored)")->capture_default_str();
-  cmd->add_option("--reps", a->reps, "Repetitions (the best is reported)")->capture_default_str();
+  cmd->add_option("--reps", a->reps, "Repetitions (best tok/s and the median bandwidth fraction are reported)")
+      ->capture_default_str();
   cmd->add_flag("--json", a->json, "Print one JSON object");
   return [a] { return run_bench(*a); };
 }
