@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <array>
+#include <mutex>
 #include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "text/added_tokens.h"
@@ -82,10 +84,22 @@ struct Tokenizer::Impl {
   std::vector<int32_t> prefix, suffix;  // what add_special puts around the text
   std::shared_ptr<const FragmentEncoder> external;
 
-  void encode_run(std::string_view text, bool at_start, std::vector<int32_t>& out) const;
-  void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+  // Words already merged during one encode call (texts repeat their words).
+  using WordCache = std::unordered_map<std::string, std::vector<int32_t>>;
+
+  void encode_run(std::string_view text, bool at_start, WordCache& cache, std::vector<int32_t>& out) const;
+  void encode_word(std::string_view word, WordCache& cache, std::vector<int32_t>& out) const;
+  void merge_cached(std::string_view chunk, WordCache& cache, std::vector<int32_t>& out) const;
+  void merge(std::string_view chunk, std::vector<int32_t>& out) const;
   void encode_rank_bpe(std::string_view word, std::vector<int32_t>& out) const;
   void encode_by_score(std::string_view word, std::vector<int32_t>& out) const;
+  bool is_barrier(std::string_view left_char, std::string_view right_char) const;
+
+  // Adjacent character pairs that occur inside some token. No merge can ever join two characters
+  // whose pair is not here, so a long word splits there into chunks merged on their own, with
+  // exactly the same result (built on the first long word).
+  mutable std::once_flag bigrams_once;
+  mutable std::unordered_set<uint64_t> token_bigrams;
   void fallback(std::string_view symbol, std::vector<int32_t>& out) const;
   void check_id(int32_t id) const;
 };
@@ -178,6 +192,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   std::vector<int32_t> out;
   out.reserve(text.size() / 3 + 8);
   if (add_special) out.insert(out.end(), m.prefix.begin(), m.prefix.end());
+  Impl::WordCache cache;
 
   for (const AddedTokenMatcher::Part& part : m.raw_added.split(text, parse_special)) {
     if (part.id >= 0) {
@@ -192,7 +207,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     }
     const std::string normalized = m.normalizer.empty() ? std::string(run) : m.normalizer.apply(run);
     if (m.normalized_added.empty()) {
-      m.encode_run(normalized, at_start, out);
+      m.encode_run(normalized, at_start, cache, out);
       continue;
     }
     for (const AddedTokenMatcher::Part& sub : m.normalized_added.split(normalized, parse_special)) {
@@ -200,7 +215,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
         out.push_back(sub.id);
       } else {
         m.encode_run(std::string_view(normalized).substr(sub.start, sub.end - sub.start), at_start && sub.start == 0,
-                     out);
+                     cache, out);
       }
     }
   }
@@ -209,20 +224,98 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
   return out;
 }
 
-void Tokenizer::Impl::encode_run(std::string_view text, bool at_start, std::vector<int32_t>& out) const {
+void Tokenizer::Impl::encode_run(std::string_view text, bool at_start, WordCache& cache,
+                                 std::vector<int32_t>& out) const {
   const Words words = pre_tokenizer.split(text, at_start);
-  for (size_t i = 0; i < words.size(); ++i) encode_word(words[i], out);
+  for (size_t i = 0; i < words.size(); ++i) encode_word(words[i], cache, out);
 }
 
-void Tokenizer::Impl::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+namespace {
+
+constexpr size_t kChunkedWord = 64;   // longer words are cut into chunks at merge barriers
+constexpr size_t kCachedChunk = 256;  // longer chunks are not cached
+constexpr size_t kCacheEntries = 1 << 16;
+
+// A character's key for the bigram table: its code point, or 0x110000 + byte when malformed.
+uint32_t char_key(std::string_view c) {
+  const utf8::Decoded d = utf8::decode(c);
+  return d.status == utf8::Status::Ok ? d.codepoint : 0x110000u + static_cast<uint8_t>(c.front());
+}
+
+uint64_t bigram_key(std::string_view left, std::string_view right) {
+  return (static_cast<uint64_t>(char_key(left)) << 32) | char_key(right);
+}
+
+}  // namespace
+
+bool Tokenizer::Impl::is_barrier(std::string_view left_char, std::string_view right_char) const {
+  // Two characters without tokens of their own fall back to bytes or unk (fused under fuse_unk):
+  // never cut between them.
+  if (!piece_to_id.count(left_char) && !piece_to_id.count(right_char)) return false;
+  return !token_bigrams.count(bigram_key(left_char, right_char));
+}
+
+void Tokenizer::Impl::encode_word(std::string_view word, WordCache& cache, std::vector<int32_t>& out) const {
   if (word.empty()) return;
+  if (vocab.ignore_merges) {  // a word that is a token is taken whole
+    const StringMap<int32_t>& lookup = model == Model::RankBpe ? piece_to_id : mergeable;
+    if (const auto it = lookup.find(word); it != lookup.end()) {
+      out.push_back(it->second);
+      return;
+    }
+  }
+  if (word.size() < kChunkedWord) {
+    merge_cached(word, cache, out);
+    return;
+  }
+  std::call_once(bigrams_once, [&] {
+    for (const auto& [piece, id] : piece_to_id) {
+      for (size_t i = 0, n = 0; i < piece.size(); i += n) {
+        n = utf8::char_length(std::string_view(piece).substr(i));
+        if (i + n < piece.size()) {
+          const std::string_view rest = std::string_view(piece).substr(i + n);
+          token_bigrams.insert(
+              bigram_key(std::string_view(piece).substr(i, n), rest.substr(0, utf8::char_length(rest))));
+        }
+      }
+    }
+  });
+  size_t chunk_start = 0;
+  std::string_view previous;
+  for (size_t i = 0; i < word.size();) {
+    const std::string_view c = word.substr(i, utf8::char_length(word.substr(i)));
+    if (!previous.empty() && is_barrier(previous, c)) {
+      merge_cached(word.substr(chunk_start, i - chunk_start), cache, out);
+      chunk_start = i;
+    }
+    previous = c;
+    i += c.size();
+  }
+  merge_cached(word.substr(chunk_start), cache, out);
+}
+
+void Tokenizer::Impl::merge_cached(std::string_view chunk, WordCache& cache, std::vector<int32_t>& out) const {
+  if (chunk.size() > kCachedChunk) {
+    merge(chunk, out);
+    return;
+  }
+  if (const auto it = cache.find(std::string(chunk)); it != cache.end()) {
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    return;
+  }
+  const size_t first = out.size();
+  merge(chunk, out);
+  if (cache.size() < kCacheEntries) cache.emplace(chunk, std::vector<int32_t>(out.begin() + first, out.end()));
+}
+
+void Tokenizer::Impl::merge(std::string_view chunk, std::vector<int32_t>& out) const {
   switch (model) {
     case Model::RankBpe:
-      encode_rank_bpe(word, out);
+      encode_rank_bpe(chunk, out);
       break;
     case Model::ScoreSpm:
     case Model::RankIds:
-      encode_by_score(word, out);
+      encode_by_score(chunk, out);
       break;
   }
 }
@@ -231,12 +324,6 @@ void Tokenizer::Impl::encode_word(std::string_view word, std::vector<int32_t>& o
 // token) become symbols, then the pair with the lowest rank merges first, the leftmost on ties; a
 // queued pair is stale when the symbols there no longer form it.
 void Tokenizer::Impl::encode_rank_bpe(std::string_view word, std::vector<int32_t>& out) const {
-  if (vocab.ignore_merges) {
-    if (const auto it = piece_to_id.find(word); it != piece_to_id.end()) {
-      out.push_back(it->second);
-      return;
-    }
-  }
   struct Symbol {
     int32_t id;
     int32_t prev;
@@ -315,12 +402,6 @@ void Tokenizer::Impl::encode_rank_bpe(std::string_view word, std::vector<int32_t
 // llama.cpp's sentencepiece BPE (merge the pair whose concatenation is the token with the highest
 // score) or tiktoken's (the lowest id); a symbol that is no token falls back to bytes.
 void Tokenizer::Impl::encode_by_score(std::string_view word, std::vector<int32_t>& out) const {
-  if (vocab.ignore_merges) {
-    if (const auto it = mergeable.find(word); it != mergeable.end()) {
-      out.push_back(it->second);
-      return;
-    }
-  }
   const bool by_id = model == Model::RankIds;
   const std::vector<std::string_view> symbols =
       merge_by_score(word, [&](std::string_view piece) -> std::optional<float> {
