@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/model_setup.h"
 #include "core/error.h"
+#include "engine/image.h"
 
 namespace ferry::cli {
 
@@ -24,6 +25,7 @@ struct GenerateArgs {
   bool report = false;
   bool has_prompt = false;
   bool has_prompt_ids = false;
+  std::string image;  // --image: a picture for the prompt's image placeholder (GLM-4V)
   bool chat = false;  // --chat: the prompt is a user message rendered with the chat template
   ChatTemplateOptions chat_options;
 };
@@ -62,6 +64,9 @@ int run_generate(const GenerateArgs& a) {
   if (a.has_prompt_ids) prompt = parse_id_list(a.prompt_ids);
   std::optional<chat::LoadedChatTemplate> chat_template;  // read before the weights: fail fast
   if (a.chat) chat_template = load_template_for(a.run.model, a.chat_options, false);
+  // Decoded before the weights load: an unreadable image fails fast.
+  std::optional<RgbImage> image;
+  if (!a.image.empty()) image = load_image(a.image);
   auto model = load_model(a.run);
   if (a.has_prompt) {
     if (!model->tokenizer) {
@@ -80,6 +85,15 @@ int run_generate(const GenerateArgs& a) {
   }
   auto session = model->new_session();
   if (a.run.trace_devices) session->executor().set_trace(&std::cerr);
+  if (image) {
+    // The prompt's <|begin_of_image|> placeholder <|end_of_image|> span takes the picture.
+    const VisionConfig& v = model->ckpt.config().vision;
+    if (!v.present()) fail(ErrorKind::Usage, "--image: {} has no vision tower, it takes no images", a.run.model);
+    const std::vector<float> pixels = clip_normalize(resize_bicubic(*image, v.image_size, v.image_size));
+    Tensor t = Tensor::host(DType::F32, Shape{1, v.in_channels, v.image_size, v.image_size}, a.image);
+    std::copy(pixels.begin(), pixels.end(), t.data_as<float>());
+    session->attach_images(session->encode_images(t), 1);
+  }
   const Tokenizer* tok = model->tokenizer ? &*model->tokenizer : nullptr;
   const auto eog = end_of_generation_ids(model->ckpt, tok);
   TextSink sink;
@@ -147,6 +161,9 @@ Runner add_generate(CLI::App& app) {
   cmd->add_option("--stop", a->gen.stop_strings, "Stop when this text appears (repeatable)");
   cmd->add_flag("--ignore-eos", a->gen.ignore_eos, "Do not stop at end-of-generation tokens (fixed-length runs)");
   cmd->add_flag("--add-bos", a->add_bos, "Prepend the BOS token to the prompt text");
+  cmd->add_option("--image", a->image,
+                  "PNG or JPEG for the prompt's image span (GLM-4V: <|begin_of_image|><|endoftext|><|end_of_image|>, "
+                  "already in --prompt-ids or in the --prompt text)");
   cmd->add_flag("--chat", a->chat,
                 "Send --prompt as a user message through the model's chat template (with a generation prompt)");
   a->chat_options.add_to(*cmd);

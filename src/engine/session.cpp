@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "engine/image_prompt.h"
 #include "models/vision.h"
 
 namespace ferry {
@@ -30,9 +31,18 @@ size_t Session::peak_bytes(const std::string& device) const {
 void Session::reset() {
   n_past_ = 0;
   next_pos_ = 0;
+  attached_embeds_.clear();
+  attached_images_ = 0;
 }
 
 std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logits) {
+  if (attached_images_ > 0) {
+    const ImagePrompt p = expand_image_prompt(spec_.config.vision, tokens, attached_images_, next_pos_);
+    const std::vector<float> embeds = std::move(attached_embeds_);
+    attached_embeds_.clear();
+    attached_images_ = 0;
+    return eval_with_images(p.tokens, p.positions, p.image_row, embeds, all_logits);
+  }
   std::vector<int32_t> positions(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) positions[i] = static_cast<int32_t>(next_pos_ + static_cast<int64_t>(i));
   return eval(tokens, positions, all_logits);
@@ -176,6 +186,17 @@ std::vector<float> Session::encode_images(const Tensor& pixels) {
   executor_.run(graph, inputs, std::span<Tensor>(&into, 1));
   record_peaks();
   return embeds;
+}
+
+void Session::attach_images(std::vector<float> image_embeds, int64_t images) {
+  const VisionConfig& v = spec_.config.vision;
+  if (!v.present()) fail(ErrorKind::Usage, "this model has no vision tower: it takes no images");
+  if (images <= 0 || static_cast<int64_t>(image_embeds.size()) != images * v.text_tokens() * spec_.config.hidden) {
+    fail(ErrorKind::Usage, "{} image embedding values do not hold {} image(s) of {} rows x {}", image_embeds.size(),
+         images, v.text_tokens(), spec_.config.hidden);
+  }
+  attached_embeds_ = std::move(image_embeds);
+  attached_images_ = images;
 }
 
 void Session::record_peaks() {

@@ -41,6 +41,11 @@ class Session {
   std::vector<float> eval_with_images(std::span<const int32_t> tokens, std::span<const int32_t> positions,
                                       std::span<const int32_t> image_row, std::span<const float> image_embeds,
                                       bool all_logits = false);
+  // GLM-4V: image embeddings (from encode_images) for the next eval(tokens), which expands its
+  // begin-of-image spans into them at the session's next position (expand_image_prompt) and
+  // consumes them, so callers that only feed ids (the generation loop) take images unchanged.
+  void attach_images(std::vector<float> image_embeds, int64_t images);
+  bool has_attached_images() const { return attached_images_ > 0; }
 
   int64_t n_past() const { return n_past_; }  // cache rows filled
   int64_t next_position() const { return next_pos_; }
@@ -89,6 +94,8 @@ class Session {
   int64_t next_pos_ = 0;
   std::vector<std::unique_ptr<StepGraph>> step_graphs_;
   std::vector<std::pair<int64_t, std::unique_ptr<PreparedGraph>>> vision_graphs_;  // by image count
+  std::vector<float> attached_embeds_;                                             // for the next eval(tokens)
+  int64_t attached_images_ = 0;
   std::vector<std::pair<std::string, size_t>> peaks_;  // device -> highest step peak  // the most recently used last
 };
 
