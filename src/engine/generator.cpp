@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "formats/gguf.h"
+#include "text/tokenizer_loader.h"
 #include "text/vocab.h"
 
 namespace ferry {
@@ -17,10 +18,13 @@ std::optional<Tokenizer> load_checkpoint_tokenizer(const Checkpoint& ckpt) {
     if (!ckpt.gguf->has("tokenizer.ggml.model")) return std::nullopt;
     return Tokenizer::from_vocab(vocab_from_gguf(*ckpt.gguf));
   }
-  const fs::path tj = fs::path(ckpt.directory) / "tokenizer.json";
-  std::error_code ec;
-  if (!fs::exists(tj, ec)) return std::nullopt;
-  return Tokenizer::from_vocab(vocab_from_tokenizer_json(tj.string()));
+  // tokenizer.json first, else a sentencepiece or tiktoken tokenizer.model (ChatGLM3, GLM-4).
+  for (const char* name : {"tokenizer.json", "tokenizer.model"}) {
+    const fs::path path = fs::path(ckpt.directory) / name;
+    std::error_code ec;
+    if (fs::exists(path, ec)) return load_tokenizer(path.string());
+  }
+  return std::nullopt;
 }
 
 std::vector<int32_t> end_of_generation_ids(const Checkpoint& ckpt, const Tokenizer* tokenizer) {
