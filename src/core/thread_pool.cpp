@@ -9,10 +9,10 @@ namespace ferry {
 
 namespace {
 // Spinning before sleeping keeps back-to-back small jobs cheap; yielding now and then lets a
-// descheduled worker run when another process shares the cores, instead of burning the time slice
-// it needs.
-constexpr int kSpins = 4096;
-inline void relax(int spin) {
+// descheduled thread of ours run when another process shares the cores, instead of burning the
+// time slice it needs.
+constexpr uint32_t kSpins = 4096;
+inline void relax(uint32_t spin) {
   if ((spin & 63) == 63) {
     std::this_thread::yield();
   } else {
@@ -21,6 +21,10 @@ inline void relax(int spin) {
 #endif
   }
 }
+
+uint64_t generation_of(uint64_t state) {
+  return state >> 32;
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
@@ -28,26 +32,28 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
     for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
   } catch (const std::system_error& e) {
     // Stop the workers that did start before the members they wait on are destroyed.
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      stop_ = true;
-      generation_.fetch_add(1);
-    }
-    wake_.notify_all();
-    for (auto& w : workers_) w.join();
+    const size_t started = workers_.size();
+    stop_workers();
     fail(ErrorKind::Usage, "could not start {} worker threads ({} started: {}); use fewer threads", n_threads_ - 1,
-         workers_.size(), e.what());
+         started, e.what());
   }
 }
 
 ThreadPool::~ThreadPool() {
+  stop_workers();
+}
+
+void ThreadPool::stop_workers() {
+  stop_.store(true, std::memory_order_seq_cst);
+  // A new generation, closed at once: every worker wakes, none joins.
+  const uint64_t next = generation_of(state_.load(std::memory_order_relaxed)) + 1;
+  state_.store((next << 32) | kClosed, std::memory_order_seq_cst);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-    generation_.fetch_add(1);
+    std::lock_guard<std::mutex> lock(sleep_mutex_);
+    wake_.notify_all();
   }
-  wake_.notify_all();
   for (auto& w : workers_) w.join();
+  workers_.clear();
 }
 
 void ThreadPool::run_tasks(int thread) {
@@ -55,7 +61,7 @@ void ThreadPool::run_tasks(int thread) {
     const int64_t task = next_task_.fetch_add(1, std::memory_order_relaxed);
     if (task >= n_tasks_) break;
     try {
-      (*job_)(task, thread);
+      job_fn_(job_ctx_, task, thread);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex_);
       if (!error_) error_ = std::current_exception();
@@ -64,71 +70,76 @@ void ThreadPool::run_tasks(int thread) {
 }
 
 void ThreadPool::worker_loop(int thread) {
-  uint64_t seen = 0;
+  uint64_t seen = 0;  // the last generation this worker looked at
   for (;;) {
     // Spin briefly: decode issues many small jobs back to back, and a sleep/wake costs more
-    // than the job itself.
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < kSpins; ++spin) {
+    // than the job itself. Then sleep until the next job.
+    uint64_t s = state_.load(std::memory_order_acquire);
+    for (uint32_t spin = 0; generation_of(s) == seen && spin < kSpins; ++spin) {
       relax(spin);
-      gen = generation_.load(std::memory_order_acquire);
+      s = state_.load(std::memory_order_acquire);
     }
-    if (gen == seen) {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return generation_.load() != seen; });
-      gen = generation_.load();
+    if (generation_of(s) == seen) {
+      std::unique_lock<std::mutex> lock(sleep_mutex_);
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      wake_.wait(lock, [&] { return generation_of(state_.load(std::memory_order_seq_cst)) != seen; });
+      sleepers_.fetch_sub(1, std::memory_order_relaxed);
+      s = state_.load(std::memory_order_acquire);
     }
-    seen = gen;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (stop_) return;
+    if (stop_.load(std::memory_order_acquire)) return;
+    seen = generation_of(s);
+    // Join the job unless the caller has already closed it (then every task is taken, and the
+    // caller does not wait for this worker).
+    bool joined = false;
+    while (generation_of(s) == seen && (s & kClosed) == 0) {
+      if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel, std::memory_order_acquire)) {
+        joined = true;
+        break;
+      }
     }
+    if (!joined) continue;
     run_tasks(thread);
-    if (active_workers_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      done_.notify_all();
-    }
+    finished_.fetch_add(1, std::memory_order_release);
   }
 }
 
-void ThreadPool::parallel_for(int64_t n_tasks, const std::function<void(int64_t, int)>& fn) {
+void ThreadPool::run(int64_t n_tasks, TaskFn fn, const void* ctx) {
   if (n_tasks <= 0) return;
   if (n_threads_ == 1 || n_tasks == 1) {
-    for (int64_t t = 0; t < n_tasks; ++t) fn(t, 0);
+    for (int64_t t = 0; t < n_tasks; ++t) fn(ctx, t, 0);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    n_tasks_ = n_tasks;
-    next_task_.store(0);
-    error_ = nullptr;
-    active_workers_.store(n_threads_ - 1);
-    generation_.fetch_add(1, std::memory_order_release);
+  // Every worker that joined the previous job has finished it, so nobody reads these now.
+  job_fn_ = fn;
+  job_ctx_ = ctx;
+  n_tasks_ = n_tasks;
+  next_task_.store(0, std::memory_order_relaxed);
+  finished_.store(0, std::memory_order_relaxed);
+  error_ = nullptr;
+  const uint64_t next = generation_of(state_.load(std::memory_order_relaxed)) + 1;
+  state_.store(next << 32, std::memory_order_seq_cst);  // open: joined 0, not closed
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
+    std::lock_guard<std::mutex> lock(sleep_mutex_);
+    wake_.notify_all();
   }
-  wake_.notify_all();
   run_tasks(0);
-  // Wait for the workers: spin first, then sleep.
-  for (int spin = 0; spin < kSpins && active_workers_.load(std::memory_order_acquire) != 0; ++spin) relax(spin);
-  if (active_workers_.load() != 0) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return active_workers_.load() == 0; });
+  // Every task is taken: close the job and wait only for the workers that joined it.
+  const uint64_t closed = state_.fetch_or(kClosed, std::memory_order_acq_rel);
+  const auto joined = static_cast<uint32_t>(closed & kJoinedMask);
+  for (uint32_t spin = 0; finished_.load(std::memory_order_acquire) != joined; ++spin) relax(spin);
+  job_fn_ = nullptr;
+  job_ctx_ = nullptr;
+  if (error_) {
+    std::exception_ptr e = error_;
+    error_ = nullptr;
+    std::rethrow_exception(e);
   }
-  job_ = nullptr;
-  if (error_) std::rethrow_exception(error_);
 }
 
-void ThreadPool::parallel_range(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t, int)>& fn,
-                                int chunks_per_thread) {
-  if (n <= 0) return;
+int64_t ThreadPool::range_chunk(int64_t n, int64_t min_chunk, int chunks_per_thread) const {
   min_chunk = std::max<int64_t>(1, min_chunk);
-  int64_t chunks = std::max<int64_t>(1, static_cast<int64_t>(n_threads_) * chunks_per_thread);
-  int64_t chunk = std::max(min_chunk, (n + chunks - 1) / chunks);
-  const int64_t n_chunks = (n + chunk - 1) / chunk;
-  parallel_for(n_chunks, [&](int64_t c, int thread) {
-    const int64_t begin = c * chunk;
-    fn(begin, std::min(n, begin + chunk), thread);
-  });
+  const int64_t chunks = std::max<int64_t>(1, static_cast<int64_t>(n_threads_) * chunks_per_thread);
+  return std::max(min_chunk, (n + chunks - 1) / chunks);
 }
 
 }  // namespace ferry
