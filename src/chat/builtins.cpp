@@ -27,12 +27,12 @@ Value pick(const Value* a, const Value* b, Value fallback) {
 }
 
 [[noreturn]] void unknown_filter(const std::string& name, const Value& operand) {
-  fail(ErrorKind::Unsupported, "the filter '{}' is not supported for a {}", name, kind_name(operand.kind));
+  fail(ErrorKind::Unsupported, "the filter '{}' is not supported for {}", name, a_kind(operand.kind));
 }
 [[noreturn]] void filter_type_error(const std::string& name, const Value& operand) {
   if (operand.kind == ValueKind::Hole) hole_error("the filter '" + name + "'");
   fail(ErrorKind::Usage, "the filter '{}' cannot be applied to {}", name,
-       operand.kind == ValueKind::Undefined ? "an undefined value" : std::string("a ") + kind_name(operand.kind));
+       operand.kind == ValueKind::Undefined ? "an undefined value" : a_kind(operand.kind));
 }
 
 Value pairs_of(const Value& object) {
@@ -167,11 +167,11 @@ int compare_values(const Value& a, const Value& b, bool case_sensitive) {
   if (a.kind == ValueKind::Hole || b.kind == ValueKind::Hole) hole_error("sorting");
   if (a.kind == ValueKind::Null && b.kind == ValueKind::Null) return 0;
   if (a.kind == ValueKind::Null || b.kind == ValueKind::Null) {
-    fail(ErrorKind::Usage, "cannot compare {} with {}", kind_name(a.kind), kind_name(b.kind));
+    fail(ErrorKind::Usage, "cannot compare {} with {}", a_kind(a.kind), a_kind(b.kind));
   }
   if (a.kind == ValueKind::Undefined && b.kind == ValueKind::Undefined) return 0;
   if (a.kind == ValueKind::Undefined || b.kind == ValueKind::Undefined) {
-    fail(ErrorKind::Usage, "cannot compare {} with {}", kind_name(a.kind), kind_name(b.kind));
+    fail(ErrorKind::Usage, "cannot compare {} with {}", a_kind(a.kind), a_kind(b.kind));
   }
   const auto numeric = [](const Value& v) { return v.is_number() || v.kind == ValueKind::Boolean; };
   if (numeric(a) && numeric(b)) {
@@ -179,8 +179,8 @@ int compare_values(const Value& a, const Value& b, bool case_sensitive) {
     const double y = b.kind == ValueKind::Boolean ? (b.boolean ? 1 : 0) : b.number;
     return x < y ? -1 : x > y ? 1 : 0;
   }
-  if (a.kind != b.kind) fail(ErrorKind::Usage, "cannot compare a {} with a {}", kind_name(a.kind), kind_name(b.kind));
-  if (a.kind != ValueKind::String) fail(ErrorKind::Usage, "cannot order values of type {}", kind_name(a.kind));
+  if (a.kind != b.kind) fail(ErrorKind::Usage, "cannot compare {} with {}", a_kind(a.kind), a_kind(b.kind));
+  if (a.kind != ValueKind::String) fail(ErrorKind::Usage, "cannot order {} values", kind_name(a.kind));
   if (case_sensitive) return js::compare_utf16(a.str(), b.str());
   return js::compare_utf16(js::to_lower(a.str()), js::to_lower(b.str()));
 }
@@ -214,8 +214,7 @@ bool Interpreter::run_test(const std::string& name, const Value& v, const Value*
   if (name == "boolean") return v.kind == ValueKind::Boolean;
   if (name == "callable") return v.kind == ValueKind::Function;
   if (name == "odd" || name == "even") {
-    if (v.kind != ValueKind::Integer)
-      fail(ErrorKind::Usage, "'is {}' needs an integer, got {}", name, kind_name(v.kind));
+    if (v.kind != ValueKind::Integer) fail(ErrorKind::Usage, "'is {}' needs an integer, got {}", name, a_kind(v.kind));
     const double r = std::fmod(v.number, 2);
     return name == "odd" ? r != 0 : r == 0;
   }
@@ -268,12 +267,12 @@ Value string_method(Interpreter& in, const std::string& self, const std::string&
       }
       return bool_value(false);
     }
-    fail(ErrorKind::Usage, "{}() takes a string or a tuple of strings, got {}", name, kind_name(pattern.kind));
+    fail(ErrorKind::Usage, "{}() takes a string or a tuple of strings, got {}", name, a_kind(pattern.kind));
   }
   if (name == "split") {
     const Value sep = pick(arg_at(args, 0), nullptr, null_value());
     if (sep.kind != ValueKind::String && sep.kind != ValueKind::Null) {
-      fail(ErrorKind::Usage, "split(): the separator must be a string or none, got {}", kind_name(sep.kind));
+      fail(ErrorKind::Usage, "split(): the separator must be a string or none, got {}", a_kind(sep.kind));
     }
     const Value maxsplit_value = pick(arg_at(args, 1), nullptr, int_value(-1));
     if (maxsplit_value.kind != ValueKind::Integer) fail(ErrorKind::Usage, "split(): maxsplit must be an integer");
@@ -349,7 +348,7 @@ Value string_method(Interpreter& in, const std::string& self, const std::string&
 Value object_method(const Value& self, const std::string& name, std::vector<Value>& args) {
   if (name == "get") {
     if (args.empty() || args[0].kind != ValueKind::String) {
-      fail(ErrorKind::Usage, "get() needs a string key, got {}", args.empty() ? "nothing" : kind_name(args[0].kind));
+      fail(ErrorKind::Usage, "get() needs a string key, got {}", args.empty() ? "nothing" : a_kind(args[0].kind));
     }
     return pick(kwarg(self.entries(), args[0].str()), arg_at(args, 1), null_value());
   }
@@ -599,8 +598,7 @@ Value Interpreter::apply_call_filter(const Value& v, const Node& call, Env* env)
     if (name == "selectattr" || name == "rejectattr") {
       const bool select = name == "selectattr";
       for (const Value& item : items) {
-        if (!item.is_container())
-          fail(ErrorKind::Usage, "{} needs a list of dicts, found a {}", name, kind_name(item.kind));
+        if (!item.is_container()) fail(ErrorKind::Usage, "{} needs a list of dicts, found {}", name, a_kind(item.kind));
       }
       for (const NodePtr& a : arg_nodes) {
         if (a->kind != NodeKind::String) fail(ErrorKind::Unsupported, "{} arguments must be string literals", name);
@@ -632,8 +630,7 @@ Value Interpreter::apply_call_filter(const Value& v, const Node& call, Env* env)
       const Value* fallback = kwarg(kw, "default");
       std::vector<Value> out;
       for (const Value& item : items) {
-        if (!item.is_container())
-          fail(ErrorKind::Usage, "map(attribute=...) needs dicts, found a {}", kind_name(item.kind));
+        if (!item.is_container()) fail(ErrorKind::Usage, "map(attribute=...) needs dicts, found {}", a_kind(item.kind));
         Value value = attribute_path(item, attribute->str());
         if (value.kind == ValueKind::Undefined && fallback != nullptr) value = *fallback;
         out.push_back(std::move(value));

@@ -46,7 +46,7 @@ Value make_namespace(Interpreter& in, std::vector<Value>& args) {
       }
     } else {
       if (source.kind == ValueKind::Hole) hole_error("namespace()");
-      fail(ErrorKind::Usage, "namespace() cannot start from a {}", kind_name(source.kind));
+      fail(ErrorKind::Usage, "namespace() cannot start from {}", a_kind(source.kind));
     }
   }
   for (const auto& [key, value] : keywords.entries()) ns->map.set(key, value);
@@ -57,7 +57,7 @@ Value make_namespace(Interpreter& in, std::vector<Value>& args) {
 Value make_range(Interpreter& in, std::vector<Value>& args) {
   std::vector<double> n;
   for (const Value& a : args) {
-    if (!a.is_number()) fail(ErrorKind::Unsupported, "range() with a {} argument is not supported", kind_name(a.kind));
+    if (!a.is_number()) fail(ErrorKind::Unsupported, "range() of {} is not supported (numbers only)", a_kind(a.kind));
     n.push_back(a.number);
   }
   if (n.empty()) return array_value({});

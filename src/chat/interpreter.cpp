@@ -184,7 +184,7 @@ void check_unpack(const Node& target, const Value& value, bool loop) {
   if (value.kind == ValueKind::Hole) hole_error("unpacking");
   // The reference unpacks only real lists in loops (not tuples), but any list-like in a set.
   const bool ok = loop ? value.kind == ValueKind::Array : value.is_array_like();
-  if (!ok) fail(ErrorKind::Usage, "cannot unpack a {} into {} names", kind_name(value.kind), target.operands.size());
+  if (!ok) fail(ErrorKind::Usage, "cannot unpack {} into {} names", a_kind(value.kind), target.operands.size());
   if (value.items().size() != target.operands.size()) {
     fail(ErrorKind::Usage, "too {} items to unpack: {} names, {} items",
          target.operands.size() > value.items().size() ? "few" : "many", target.operands.size(), value.items().size());
@@ -207,7 +207,7 @@ void Interpreter::render_for(const Node& node, Env* env, std::string& out) {
   }
   if (iterable.kind == ValueKind::Hole) hole_error("a for loop");
   if (!iterable.is_array_like() && !iterable.is_object_like()) {
-    fail(ErrorKind::Usage, "a for loop needs a list or a dict, got {}", kind_name(iterable.kind));
+    fail(ErrorKind::Usage, "a for loop needs a list or a dict, got {}", a_kind(iterable.kind));
   }
   std::vector<Value> source;
   if (iterable.is_object_like()) {
@@ -277,8 +277,8 @@ void Interpreter::evaluate_set(const Node& node, Env* env) {
     case NodeKind::Member: {
       const Value object = evaluate(*target.operands[0], env);
       if (object.kind != ValueKind::Namespace) {
-        fail(ErrorKind::Usage, "cannot set an attribute of a {}: only namespace() objects can be changed",
-             kind_name(object.kind));
+        fail(ErrorKind::Usage, "cannot set an attribute of {}: only namespace() objects can be changed",
+             a_kind(object.kind));
       }
       const Node& property = *target.operands[1];
       if (property.kind != NodeKind::Identifier) {
@@ -313,8 +313,8 @@ Value Interpreter::evaluate_call_block(const Node& node, Env* env) {
   positional.push_back(object_value(std::move(keywords), true));
   const Value fn = evaluate(*call.operands[0], env);
   if (fn.kind != ValueKind::Function) {
-    fail(ErrorKind::Usage, "{{% call {}() %}}: '{}' is a {}, not a macro", call.operands[0]->name,
-         call.operands[0]->name, kind_name(fn.kind));
+    fail(ErrorKind::Usage, "{{% call {}() %}}: '{}' is {}, not a macro", call.operands[0]->name, call.operands[0]->name,
+         a_kind(fn.kind));
   }
   Env* call_env = new_env(env);
   call_env->vars.set("caller", std::move(caller));
@@ -383,7 +383,7 @@ Value Interpreter::evaluate_object_literal(const Node& node, Env* env) {
   OrderedMap map;
   for (size_t i = 0; i + 1 < node.operands.size(); i += 2) {
     const Value key = evaluate(*node.operands[i], env);
-    if (key.kind != ValueKind::String) fail(ErrorKind::Usage, "dict keys must be strings, got {}", kind_name(key.kind));
+    if (key.kind != ValueKind::String) fail(ErrorKind::Usage, "dict keys must be strings, got {}", a_kind(key.kind));
     map.set(key.str(), evaluate(*node.operands[i + 1], env));
   }
   return object_value(std::move(map));
@@ -394,7 +394,7 @@ void Interpreter::evaluate_arguments(const NodeList& args, Env* env, std::vector
   for (const NodePtr& arg : args) {
     if (arg->kind == NodeKind::Spread) {
       const Value v = evaluate(*arg->operands[0], env);
-      if (!v.is_array_like()) fail(ErrorKind::Usage, "cannot unpack a {} with *", kind_name(v.kind));
+      if (!v.is_array_like()) fail(ErrorKind::Usage, "cannot unpack {} with *", a_kind(v.kind));
       for (const Value& item : v.items()) positional.push_back(item);
     } else if (arg->kind != NodeKind::KeywordArg && arg->kind != NodeKind::KeywordSpread) {
       positional.push_back(evaluate(*arg, env));
@@ -409,8 +409,7 @@ void Interpreter::evaluate_arguments(const NodeList& args, Env* env, std::vector
       add(arg->name, evaluate(*arg->operands[0], env));
     } else if (arg->kind == NodeKind::KeywordSpread) {
       const Value v = evaluate(*arg->operands[0], env);
-      if (!v.is_object_like())
-        fail(ErrorKind::Usage, "the argument after ** must be a dict, got {}", kind_name(v.kind));
+      if (!v.is_object_like()) fail(ErrorKind::Usage, "the argument after ** must be a dict, got {}", a_kind(v.kind));
       for (const auto& [key, value] : v.entries().entries()) add(key, value);
     }
   }
@@ -445,8 +444,7 @@ Value Interpreter::evaluate_call(const Node& node, Env* env) {
              callee.operands[1]->name);
       }
     }
-    fail(ErrorKind::Usage, "cannot call {}: it is {}", describe_callee(callee),
-         fn.kind == ValueKind::Undefined ? "undefined" : std::string("a ") + kind_name(fn.kind));
+    fail(ErrorKind::Usage, "cannot call {}: it is {}", describe_callee(callee), a_kind(fn.kind));
   }
   return fn.function->call(*this, positional, env);
 }
@@ -480,7 +478,7 @@ Value Interpreter::evaluate_member(const Node& node, Env* env) {
 
   if (object.is_container()) {
     if (property.kind != ValueKind::String) {
-      fail(ErrorKind::Usage, "a {} is indexed by strings, got {}", kind_name(object.kind), kind_name(property.kind));
+      fail(ErrorKind::Usage, "{} is indexed by strings, got {}", a_kind(object.kind), a_kind(property.kind));
     }
     if (const Value* v = object.entries().find(property.str())) {
       return v->kind == ValueKind::Hole ? undefined_value() : *v;
@@ -499,17 +497,17 @@ Value Interpreter::evaluate_member(const Node& node, Env* env) {
       return item.kind == ValueKind::Hole ? undefined_value() : item;
     }
     if (property.kind == ValueKind::String) return property_of(object, property.str());
-    fail(ErrorKind::Usage, "a {} is indexed by integers, got {}", kind_name(object.kind), kind_name(property.kind));
+    fail(ErrorKind::Usage, "{} is indexed by integers, got {}", a_kind(object.kind), a_kind(property.kind));
   }
   if (property.kind != ValueKind::String) {
-    fail(ErrorKind::Usage, "cannot index a {} with a {}", kind_name(object.kind), kind_name(property.kind));
+    fail(ErrorKind::Usage, "cannot index {} with {}", a_kind(object.kind), a_kind(property.kind));
   }
   return property_of(object, property.str());
 }
 
 Value Interpreter::evaluate_slice(const Value& object, const Node& slice, Env* env) {
   if (!object.is_array_like() && object.kind != ValueKind::String) {
-    fail(ErrorKind::Usage, "only lists and strings can be sliced, got {}", kind_name(object.kind));
+    fail(ErrorKind::Usage, "only lists and strings can be sliced, got {}", a_kind(object.kind));
   }
   double bounds[3] = {0, 0, 1};
   bool given[3] = {false, false, false};
@@ -521,7 +519,7 @@ Value Interpreter::evaluate_slice(const Value& object, const Node& slice, Env* e
       bounds[i] = v.number;
       given[i] = true;
     } else if (v.kind != ValueKind::Undefined) {
-      fail(ErrorKind::Usage, "a slice {} must be an integer, got {}", names[i], kind_name(v.kind));
+      fail(ErrorKind::Usage, "a slice {} must be an integer, got {}", names[i], a_kind(v.kind));
     }
   }
   std::vector<std::string> chars;
@@ -566,7 +564,7 @@ Value Interpreter::evaluate_unary(const Node& node, Env* env) {
     return arg.kind == ValueKind::Float ? float_value(sign * v) : int_value(sign * v);
   }
   if (arg.kind == ValueKind::Hole) hole_error("a sign");
-  fail(ErrorKind::Usage, "unary {} of a {}", node.name, kind_name(arg.kind));
+  fail(ErrorKind::Usage, "unary {} of {}", node.name, a_kind(arg.kind));
 }
 
 namespace {
@@ -665,8 +663,8 @@ Value Interpreter::evaluate_binary(const Node& node, Env* env) {
     const bool found = right.entries().find(left.str()) != nullptr;
     return bool_value(found == (op == "in"));
   }
-  fail(ErrorKind::Unsupported, "the operator '{}' between a {} and a {} is not supported", op, kind_name(left.kind),
-       kind_name(right.kind));
+  fail(ErrorKind::Unsupported, "the operator '{}' between {} and {} is not supported", op, a_kind(left.kind),
+       a_kind(right.kind));
 }
 
 Value Interpreter::evaluate_test(const Node& node, Env* env) {

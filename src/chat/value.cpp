@@ -216,6 +216,19 @@ const char* kind_name(ValueKind kind) {
   return "value";
 }
 
+std::string a_kind(ValueKind kind) {
+  switch (kind) {
+    case ValueKind::Undefined:
+    case ValueKind::Null:
+    case ValueKind::KwArgs:
+      return kind_name(kind);
+    case ValueKind::Integer:
+      return "an integer";
+    default:
+      return std::string("a ") + kind_name(kind);
+  }
+}
+
 void hole_error(std::string_view where) {
   fail(ErrorKind::Usage, "{} got the missing item of an empty list (from `first` or `last`)", where);
 }
@@ -380,7 +393,7 @@ void json_into(std::string& out, const Value& v, const JsonOptions& o, int depth
     case ValueKind::Tuple:
     case ValueKind::KwArgs:
     case ValueKind::Function:
-      fail(ErrorKind::Usage, "cannot convert a {} to JSON", kind_name(v.kind));
+      fail(ErrorKind::Usage, "cannot convert {} to JSON", a_kind(v.kind));
   }
 
   const int indent = o.indent.value_or(0);

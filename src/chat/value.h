@@ -154,6 +154,8 @@ Value function_value(std::string name, std::function<Value(Interpreter&, std::ve
 
 // The reference's type names ("StringValue", ...) are internal; messages use these.
 const char* kind_name(ValueKind kind);
+// With its article, for messages: "an integer", "a list", "undefined", "none".
+std::string a_kind(ValueKind kind);
 
 // Error(Usage) for using a bare JavaScript undefined (a Hole) where the reference would crash.
 [[noreturn]] void hole_error(std::string_view where);
