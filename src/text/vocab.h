@@ -31,7 +31,7 @@ struct Vocab {
           // byte fallback. Merges by token score (GGUF "llama") or, when `merges` is not empty,
           // by merge rank (HF tokenizer.json converted from sentencepiece).
     Bpe,  // byte-level BPE (GPT-2 style): bytes mapped to printable characters, text pre-split
-          // into words, merges by rank.
+          // into words, merges by rank (tiktoken: by the rank of the merged token).
   };
   Kind kind = Kind::Spm;
 
