@@ -46,7 +46,7 @@ bool operator==(const Shape& a, const Shape& b) {
 }
 
 std::shared_ptr<Storage> Storage::allocate(Device& device, size_t bytes, const std::string& what) {
-  std::shared_ptr<Storage> s(new Storage());
+  auto s = std::make_shared<Storage>(Key{});
   s->data_ = device.allocator().allocate(bytes, what);
   s->size_ = bytes;
   s->device_ = &device;
@@ -54,7 +54,7 @@ std::shared_ptr<Storage> Storage::allocate(Device& device, size_t bytes, const s
 }
 
 std::shared_ptr<Storage> Storage::host(size_t bytes) {
-  std::shared_ptr<Storage> s(new Storage());
+  auto s = std::make_shared<Storage>(Key{});
   const size_t rounded = (bytes + 63) / 64 * 64 + 64;
   s->data_ = ::operator new(rounded, std::align_val_t(64));
   s->size_ = bytes;
@@ -63,7 +63,7 @@ std::shared_ptr<Storage> Storage::host(size_t bytes) {
 }
 
 std::shared_ptr<Storage> Storage::view(void* data, size_t bytes, std::shared_ptr<const void> keep_alive) {
-  std::shared_ptr<Storage> s(new Storage());
+  auto s = std::make_shared<Storage>(Key{});
   s->data_ = data;
   s->size_ = bytes;
   s->keep_alive_ = std::move(keep_alive);

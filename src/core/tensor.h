@@ -45,6 +45,10 @@ struct Shape {
 // Memory a tensor views. Owns it when it came from an allocator or the heap; views it when it is
 // a mapped file region kept alive by `keep_alive`.
 class Storage {
+  struct Key {
+    explicit Key() = default;
+  };
+
  public:
   // From a device's allocator (counted against its budget).
   static std::shared_ptr<Storage> allocate(Device& device, size_t bytes, const std::string& what);
@@ -53,6 +57,9 @@ class Storage {
   // A view of memory that someone else owns (e.g. a memory-mapped checkpoint).
   static std::shared_ptr<Storage> view(void* data, size_t bytes, std::shared_ptr<const void> keep_alive);
 
+  // Public for the factories' std::make_shared (one allocation for the Storage and its control
+  // block), but only they can name Key.
+  explicit Storage(Key) {}
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -62,7 +69,6 @@ class Storage {
   Device* device() const { return device_; }
 
  private:
-  Storage() = default;
   void* data_ = nullptr;
   size_t size_ = 0;
   Device* device_ = nullptr;  // nullptr: host memory
