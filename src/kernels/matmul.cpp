@@ -107,8 +107,9 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     thread_local std::vector<float> xq_scale;
     xq.resize(static_cast<size_t>(args.M * K));
     xq_scale.resize(static_cast<size_t>(args.M * (K / 32)));
+    const cpu::Isa& isa = cpu::active_isa();
     for (int64_t m = 0; m < args.M; ++m) {
-      cpu::quantize_row_q8_0_i16(args.x + m * K, K, xq.data() + m * K, xq_scale.data() + m * (K / 32));
+      isa.quantize_row_q8_0(args.x + m * K, K, xq.data() + m * K, xq_scale.data() + m * (K / 32));
     }
     args.xq = xq.data();
     args.xq_scale = xq_scale.data();

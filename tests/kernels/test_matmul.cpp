@@ -2,9 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "core/device.h"
 #include "core/error.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/kernels.h"
 #include "kernels/simd.h"
 #include "reference.h"
@@ -306,4 +308,49 @@ TEST(Embedding, IdOutOfRangeIsAUsageErrorNamingIdAndVocabulary) {
   expect_error(ErrorKind::Usage, [&] { kernels::embedding(table, i32_tensor({-1, 0}), out, pool); }, {"-1"});
   Tensor out_bad = Tensor::host(DType::F32, Shape{2, 9}, "out_bad");
   expect_error(ErrorKind::Shape, [&] { kernels::embedding(table, i32_tensor({1, 2}), out_bad, pool); }, {"out_bad"});
+}
+
+TEST(Matmul, Q8ActivationRoundingIsGgufsAtEveryLevel) {
+  // The rounding of x for q8_0 weights, per level, against GGUF's reference quantizer: blocks with
+  // exact ties (step 1: x = k + 0.5 must round away from zero, where a vector round goes to even),
+  // an all-zero block, a block of one huge value, random blocks. Non-finite blocks (the reference
+  // leaves them undefined) must match the scalar level.
+  SimdLevelGuard guard;
+  std::vector<float> x = random_floats(32 * 6, 91, -2.0f, 2.0f);
+  for (int j = 0; j < 32; ++j) {
+    x[static_cast<size_t>(j)] = static_cast<float>(j % 2 == 0 ? j : -j) + (j < 31 ? 0.5f : 0.0f);
+  }
+  x[31] = 127.0f;  // sets the step to exactly 1
+  for (int j = 32; j < 64; ++j) x[static_cast<size_t>(j)] = 0.0f;
+  x[64] = -3.0e4f;
+  const std::vector<uint8_t> want = ref_quantize(DType::Q8_0, x);
+  std::vector<float> odd = random_floats(32 * 3, 92);
+  odd[3] = NAN;
+  odd[40] = INFINITY;
+  odd[70] = -INFINITY;
+  odd[71] = NAN;
+  std::vector<int16_t> odd_scalar(odd.size()), q(x.size()), odd_q(odd.size());
+  std::vector<float> odd_scalar_scale(3), scale(x.size() / 32), odd_scale(3);
+  kernels::set_simd_level("scalar");
+  kernels::cpu::active_isa().quantize_row_q8_0(odd.data(), 96, odd_scalar.data(), odd_scalar_scale.data());
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    const kernels::cpu::Isa& isa = kernels::cpu::active_isa();
+    isa.quantize_row_q8_0(x.data(), static_cast<int64_t>(x.size()), q.data(), scale.data());
+    for (size_t b = 0; b < x.size() / 32; ++b) {
+      uint16_t d;
+      std::memcpy(&d, want.data() + b * 34, 2);
+      EXPECT_EQ(scale[b], f16_to_f32(d)) << level << " block " << b;
+      for (size_t j = 0; j < 32; ++j) {
+        ASSERT_EQ(q[b * 32 + j], static_cast<int8_t>(want[b * 34 + 2 + j]))
+            << level << " block " << b << " x " << x[b * 32 + j];
+      }
+    }
+    isa.quantize_row_q8_0(odd.data(), 96, odd_q.data(), odd_scale.data());
+    EXPECT_EQ(odd_q, odd_scalar) << level;
+    for (size_t b = 0; b < 3; ++b) {
+      EXPECT_TRUE(odd_scale[b] == odd_scalar_scale[b] || (std::isnan(odd_scale[b]) && std::isnan(odd_scalar_scale[b])))
+          << level << " block " << b;
+    }
+  }
 }

@@ -127,6 +127,41 @@ struct Avx2 {
   }
 };
 
+// As quantize_row_q8_0_i16: amax / 127 as the step, x / step rounded half away from zero (the
+// vector round goes to even; ties it took toward zero are moved out), NaN to 0.
+void quantize_row_q8_0_avx2(const float* x, int64_t n, int16_t* q, float* scale) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    __m256 v[4];
+    // max(|v|, acc) keeps acc where |v| is NaN, as std::fmax does.
+    __m256 amax = _mm256_setzero_ps();
+    for (int part = 0; part < 4; ++part) {
+      v[part] = _mm256_loadu_ps(x + b * 32 + part * 8);
+      amax = _mm256_max_ps(_mm256_andnot_ps(sign, v[part]), amax);
+    }
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float block_max = _mm_cvtss_f32(m);
+    const float d = block_max / 127.0f;
+    const __m256 id = _mm256_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    scale[b] = q8_0_scale(block_max);
+    for (int part = 0; part < 4; ++part) {
+      const __m256 t = _mm256_mul_ps(v[part], id);
+      __m256 r = _mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m256 diff = _mm256_sub_ps(t, r);
+      const __m256 tie = _mm256_and_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, diff), _mm256_set1_ps(0.5f), _CMP_EQ_OQ),
+                                       _mm256_cmp_ps(_mm256_mul_ps(diff, t), _mm256_setzero_ps(), _CMP_GT_OQ));
+      r = _mm256_add_ps(r, _mm256_and_ps(tie, _mm256_add_ps(diff, diff)));
+      const __m256 in_range = _mm256_and_ps(_mm256_cmp_ps(r, _mm256_set1_ps(-127.0f), _CMP_GE_OQ),
+                                            _mm256_cmp_ps(r, _mm256_set1_ps(127.0f), _CMP_LE_OQ));
+      const __m256i i32 = _mm256_cvtps_epi32(_mm256_and_ps(r, in_range));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + part * 8),
+                       _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1)));
+    }
+  }
+}
+
 void matmul_avx2(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   simd::matmul<Avx2, 2>(a, n_begin, n_end);
 }
@@ -154,7 +189,7 @@ float sum_f32_avx2(const float* p, int64_t n) {
 namespace ferry::kernels::cpu {
 const Isa* avx2_isa() {
 #ifdef FERRY_HAVE_AVX2
-  static const Isa isa{"avx2", matmul_avx2, row_to_f32_avx2, attention_avx2, sum_f32_avx2};
+  static const Isa isa{"avx2", matmul_avx2, row_to_f32_avx2, attention_avx2, sum_f32_avx2, quantize_row_q8_0_avx2};
   return &isa;
 #else
   return nullptr;

@@ -57,6 +57,8 @@ struct Isa {
   void (*attention)(const AttentionHeads& heads);
   // Sum of the n floats at p (the bandwidth probe's streaming read).
   float (*sum_f32)(const float* p, int64_t n);
+  // quantize_row_q8_0_i16 (quant.h), bit for bit: n floats (a multiple of 32) rounded to q8_0.
+  void (*quantize_row_q8_0)(const float* x, int64_t n, int16_t* q, float* scale);
 };
 
 const Isa& scalar_isa();

@@ -90,6 +90,10 @@ void quantize_row_q8_0_i16(const float* x, int64_t n, int16_t* q, float* scale) 
   }
 }
 
+float q8_0_scale(float amax) {
+  return f16_to_f32(f32_to_f16(amax / 127.0f));
+}
+
 void row_to_f32_scalar(DType type, const void* src, float* dst, int64_t n) {
   // Weights may sit at any byte offset of a mapped file: read them with memcpy, never through a
   // typed pointer that would assume alignment.
