@@ -3,12 +3,10 @@
 #include "core/error.h"
 #include "text/utf8.h"
 
-#ifdef FERRY_HAVE_ICU
 #include <unicode/bytestream.h>
 #include <unicode/casemap.h>
 #include <unicode/normalizer2.h>
 #include <unicode/stringpiece.h>
-#endif
 
 namespace ferry {
 
@@ -53,7 +51,6 @@ bool is_ascii(std::string_view text) {
 
 std::string normalize(std::string_view text, NormalizerStep::Kind form) {
   if (is_ascii(text)) return std::string(text);  // ASCII is invariant under every form
-#ifdef FERRY_HAVE_ICU
   UErrorCode status = U_ZERO_ERROR;
   const icu::Normalizer2* normalizer = nullptr;
   switch (form) {
@@ -79,14 +76,9 @@ std::string normalize(std::string_view text, NormalizerStep::Kind form) {
     normalizer->normalizeUTF8(0, icu::StringPiece(run.data(), static_cast<int32_t>(run.size())), sink, nullptr, s);
     if (U_FAILURE(s)) fail(ErrorKind::Internal, "ICU normalization failed: {}", u_errorName(s));
   });
-#else
-  (void)form;
-  return std::string(text);
-#endif
 }
 
 std::string to_lower(std::string_view text) {
-#ifdef FERRY_HAVE_ICU
   if (!is_ascii(text)) {
     return per_valid_run(text, [&](std::string_view run, std::string& out) {
       icu::StringByteSink<std::string> sink(&out);
@@ -96,7 +88,6 @@ std::string to_lower(std::string_view text) {
       if (U_FAILURE(s)) fail(ErrorKind::Internal, "ICU lower-casing failed: {}", u_errorName(s));
     });
   }
-#endif
   std::string out(text);
   for (char& c : out) {
     if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
@@ -105,14 +96,6 @@ std::string to_lower(std::string_view text) {
 }
 
 }  // namespace unicode
-
-bool Normalizer::has_unicode_support() {
-#ifdef FERRY_HAVE_ICU
-  return true;
-#else
-  return false;
-#endif
-}
 
 Normalizer::Normalizer(std::vector<NormalizerStep> steps, std::string_view where) {
   for (NormalizerStep& step : steps) {

@@ -20,10 +20,6 @@ class Normalizer {
   bool empty() const { return steps_.empty(); }
   std::string apply(std::string_view text) const;
 
-  // False when this build has no ICU: Unicode normalization forms then leave text unchanged and
-  // Lowercase maps ASCII only.
-  static bool has_unicode_support();
-
  private:
   struct Compiled {
     NormalizerStep step;
