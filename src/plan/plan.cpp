@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "models/vision.h"
 #include "plan/step_memory.h"
 
 namespace ferry {
@@ -69,6 +70,14 @@ std::string Plan::describe() const {
                        d.device.budget == Allocator::kUnlimited ? std::string("-") : format_bytes(d.device.budget),
                        d.over_budget() ? "  OVER BUDGET" : "");
   }
+  std::string vision;
+  for (const auto& d : devices) {
+    if (d.vision_bytes > 0)
+      vision += fmt::format("{}{} {}", vision.empty() ? "" : ", ", d.device.id.str(), format_bytes(d.vision_bytes));
+  }
+  if (!vision.empty()) {
+    out += fmt::format("  vision step activations at {} image(s), within workspace: {}\n", images, vision);
+  }
   if (crossings.empty()) {
     out += "  no activation crosses devices\n";
   } else {
@@ -112,23 +121,6 @@ uint64_t checked_bytes(DType dtype, int64_t numel, const std::string& what) {
   return *bytes;
 }
 
-// Activations of the vision tower for `images` images, f32: the residual stream, the normed input,
-// q/k/v, the attention output and the MLP's two widest tensors of one layer, all live at once at
-// worst. The tiled attention kernel never holds the [tokens x tokens] scores.
-uint64_t vision_activation_bytes(const VisionConfig& v, int64_t images) {
-  const auto tokens = static_cast<uint64_t>(v.patches() + 1);
-  const auto d = static_cast<uint64_t>(v.hidden);
-  const auto f = static_cast<uint64_t>(v.ffn);
-  return static_cast<uint64_t>(images) * tokens * (2 * d + 3 * d + d + 2 * f) * 4;
-}
-
-// The projector's activations: the downsampled grid through the GLU (width H, then 2F, then H).
-uint64_t projector_activation_bytes(const ModelConfig& c, int64_t images) {
-  const auto tokens = static_cast<uint64_t>(c.vision.text_tokens());
-  return static_cast<uint64_t>(images) * tokens *
-         (2 * static_cast<uint64_t>(c.hidden) + 3 * static_cast<uint64_t>(c.ffn)) * 4;
-}
-
 }  // namespace
 
 std::vector<UnitCost> unit_costs(const ModelSpec& spec, const RunLimits& limits) {
@@ -144,7 +136,7 @@ std::vector<UnitCost> unit_costs(const ModelSpec& spec, const RunLimits& limits)
   std::vector<UnitCost> costs;
   std::unordered_set<std::string> seen;
   for (const auto& m : spec.modules) {
-    UnitCost c{m.name, unit_kind(m.name), 0, 0, 0};
+    UnitCost c{m.name, unit_kind(m.name), 0, 0};
     for (const auto& p : m.params) {
       if (!seen.insert(p.name).second) continue;  // tied: counted with its first module
       c.weight_bytes += aligned(checked_bytes(loaded_dtype(p, limits), p.shape.numel(), p.name));
@@ -155,10 +147,6 @@ std::vector<UnitCost> unit_costs(const ModelSpec& spec, const RunLimits& limits)
           static_cast<uint64_t>(m.state_bytes_per_token) / 2 / 4 * kv_elem * static_cast<uint64_t>(limits.max_context);
       c.kv_bytes = 2 * aligned(per_tensor) * static_cast<uint64_t>(limits.max_batch);
     }
-    if (c.kind == UnitKind::Vision)
-      c.activation_bytes = vision_activation_bytes(spec.config.vision, spec.config.vision.max_images);
-    if (c.kind == UnitKind::Projector)
-      c.activation_bytes = projector_activation_bytes(spec.config, spec.config.vision.max_images);
     costs.push_back(std::move(c));
   }
   return costs;
@@ -167,15 +155,15 @@ std::vector<UnitCost> unit_costs(const ModelSpec& spec, const RunLimits& limits)
 void estimate_plan(Plan& plan, const ModelSpec& spec) {
   const std::vector<UnitCost> costs = unit_costs(spec, plan.limits);
   plan.context = plan.limits.max_context;
+  plan.images = spec.config.vision.present() ? spec.config.vision.max_images : 0;
   for (auto& d : plan.devices) {
     d.modules.clear();
-    d.weight_bytes = d.kv_bytes = d.workspace_bytes = d.logits_bytes = 0;
+    d.weight_bytes = d.kv_bytes = d.workspace_bytes = d.logits_bytes = d.vision_bytes = 0;
     d.reserve_bytes = plan.limits.reserve_bytes;
   }
   if (plan.assignment.size() != costs.size()) {
     fail(ErrorKind::Internal, "plan assigns {} modules but the model has {}", plan.assignment.size(), costs.size());
   }
-  std::vector<uint64_t> vision_ws(plan.devices.size(), 0);
   for (size_t i = 0; i < costs.size(); ++i) {
     const auto& [module, device] = plan.assignment[i];
     if (module != costs[i].module) fail(ErrorKind::Internal, "plan order differs from the model's at '{}'", module);
@@ -183,13 +171,13 @@ void estimate_plan(Plan& plan, const ModelSpec& spec) {
     d.modules.push_back(module);
     d.weight_bytes += costs[i].weight_bytes;
     d.kv_bytes += costs[i].kv_bytes;
-    vision_ws[static_cast<size_t>(device)] += costs[i].activation_bytes;
   }
 
-  // Workspace: the largest step (a prefill chunk) simulated on this assignment; per decoded token,
-  // the one-token step's device-to-device bytes.
-  const auto simulate = [&](int64_t n_tokens) {
-    const Graph g = build_decoder_graph(spec, StepShape{n_tokens, 0, plan.limits.max_context, false});
+  // Workspace: the largest of the steps a run takes, each simulated on this assignment: a text step
+  // of the largest size (a prefill chunk, per sequence), and with a vision tower the tower +
+  // projector step at the most images and the prefill step that splices their embeddings in (all
+  // image rows arrive at once). Per decoded token: the one-token step's device-to-device bytes.
+  const auto simulate = [&](const Graph& g) {
     std::vector<int> module_device;
     for (const auto& name : g.modules()) {
       const int d = plan.device_index_of(name);
@@ -198,11 +186,22 @@ void estimate_plan(Plan& plan, const ModelSpec& spec) {
     }
     return simulate_step_memory(g, module_device, static_cast<int>(plan.devices.size()), Allocator::kAlignment);
   };
-  const StepMemory largest = simulate(plan.limits.largest_step());
-  const StepMemory decode = simulate(1);
-  for (size_t d = 0; d < plan.devices.size(); ++d) {
-    const uint64_t text = largest.peak_bytes[d] * static_cast<uint64_t>(plan.limits.max_batch);
-    plan.devices[d].workspace_bytes = std::max(text, vision_ws[d]);
+  const int64_t context = plan.limits.max_context;
+  const StepShape largest_shape{plan.limits.largest_step(), 0, context, false};
+  const StepMemory largest = simulate(build_decoder_graph(spec, largest_shape));
+  const StepMemory decode = simulate(build_decoder_graph(spec, StepShape{1, 0, context, false}));
+  for (size_t d = 0; d < plan.devices.size(); ++d)
+    plan.devices[d].workspace_bytes = largest.peak_bytes[d] * static_cast<uint64_t>(plan.limits.max_batch);
+  const VisionConfig& vision = spec.config.vision;
+  if (vision.present() && vision.max_images > 0) {
+    const StepMemory tower = simulate(build_vision_graph(spec, vision.max_images));
+    const StepMemory image_step =
+        simulate(build_decoder_graph_with_images(spec, largest_shape, vision.max_images * vision.text_tokens()));
+    for (size_t d = 0; d < plan.devices.size(); ++d) {
+      plan.devices[d].vision_bytes = tower.peak_bytes[d];
+      plan.devices[d].workspace_bytes =
+          std::max({plan.devices[d].workspace_bytes, tower.peak_bytes[d], image_step.peak_bytes[d]});
+    }
   }
   const int head = plan.device_index_of(head_module());
   if (head >= 0)

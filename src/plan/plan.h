@@ -21,9 +21,8 @@ enum class UnitKind : uint8_t { Vision, Projector, Embed, Layer, Head };
 struct UnitCost {
   std::string module;
   UnitKind kind = UnitKind::Layer;
-  uint64_t weight_bytes = 0;      // as loaded (compute dtype), each tensor rounded to the allocator's alignment
-  uint64_t kv_bytes = 0;          // KV cache for max_batch x max_context
-  uint64_t activation_bytes = 0;  // vision units: activations at the maximum image count (estimate)
+  uint64_t weight_bytes = 0;  // as loaded (compute dtype), each tensor rounded to the allocator's alignment
+  uint64_t kv_bytes = 0;      // KV cache for max_batch x max_context
 };
 
 struct DevicePlan {
@@ -33,6 +32,8 @@ struct DevicePlan {
   uint64_t kv_bytes = 0;
   uint64_t workspace_bytes = 0;  // activations of the largest step (and the logits buffer on the head's device)
   uint64_t logits_bytes = 0;     // of which: the logits the step leaves on this device
+  uint64_t vision_bytes = 0;     // the vision tower + projector step's activations here, at the most images
+                                 // (workspace covers it: workspace is the largest of all steps)
   uint64_t reserve_bytes = 0;
 
   uint64_t total() const { return weight_bytes + kv_bytes + workspace_bytes + reserve_bytes; }
@@ -55,6 +56,7 @@ struct Plan {
   std::vector<Crossing> crossings;
   uint64_t crossing_bytes_per_token = 0;  // activations moved between devices for one decoded token
   int64_t context = 0;                    // = limits.max_context
+  int64_t images = 0;                     // images the vision step is planned for (the model's most; 0: no tower)
 
   int device_index_of(const std::string& module) const;  // -1 if absent
   bool fits() const;                                     // no device over its budget

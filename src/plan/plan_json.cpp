@@ -54,6 +54,7 @@ nlohmann::ordered_json plan_to_json(const Plan& plan, const ModelSpec& spec) {
     dj["kv_bytes"] = d.kv_bytes;
     dj["workspace_bytes"] = d.workspace_bytes;
     dj["logits_bytes"] = d.logits_bytes;
+    dj["vision_workspace_bytes"] = d.vision_bytes;
     dj["reserve_bytes"] = d.reserve_bytes;
     dj["total_bytes"] = d.total();
     dj["fits"] = !d.over_budget();
