@@ -1,5 +1,6 @@
 // The names every template starts with: true/false/none (also title-cased), namespace(),
 // range(), raise_exception() and strftime_now(), as the reference renderer defines them.
+#include <fmt/format.h>
 #include <time.h>
 
 #include <cmath>
@@ -92,7 +93,7 @@ std::string strftime_now(const std::string& format) {
   const std::time_t now = std::time(nullptr);
   std::tm t{};
   localtime_r(&now, &t);
-  const auto pad2 = [](int v) { return v < 10 ? "0" + std::to_string(v) : std::to_string(v); };
+  const auto pad2 = [](int v) { return fmt::format("{:02d}", v); };
   std::string out;
   for (size_t i = 0; i < format.size(); ++i) {
     if (format[i] == '%' && i + 1 < format.size()) {

@@ -446,8 +446,8 @@ double parse_float(std::string_view text) {
   if (text.substr(0, 8) == "Infinity") return sign * std::numeric_limits<double>::infinity();
   const size_t n = decimal_prefix(text);
   if (n == 0) return std::nan("");
-  std::string literal(text.substr(0, n));
-  if (literal[0] == '.') literal.insert(0, "0");  // from_chars wants a digit first
+  // from_chars wants a digit first
+  const std::string literal = text[0] == '.' ? fmt::format("0{}", text.substr(0, n)) : std::string(text.substr(0, n));
   return sign * parse_decimal(literal);
 }
 

@@ -5,17 +5,24 @@
 // The KV cache is reused across turns when the new prompt's tokens extend what the session has
 // already evaluated (the usual case); when the template rewrites earlier turns, the session
 // starts over with the full prompt.
+//
+// Images (GLM-4V): `--image FILE` for the first turn, or a line `/image FILE` for the next one.
+// The picture is encoded at once; the user message it belongs to starts with the image span
+// (<|begin_of_image|><|endoftext|><|end_of_image|>), which the session expands into the image's
+// embeddings when it evaluates that turn.
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 
 #include "chat/js_text.h"
 #include "cli/chat_prompt.h"
 #include "cli/commands.h"
+#include "cli/image_input.h"
 #include "cli/model_setup.h"
 #include "core/error.h"
 
@@ -27,29 +34,57 @@ struct ChatArgs {
   RunOptions run;
   GenerateOptions gen;
   ChatTemplateOptions chat;
+  std::string image;  // for the first turn
 };
+
+constexpr std::string_view kImageCommand = "/image";
 
 bool starts_with(const std::vector<int32_t>& ids, const std::vector<int32_t>& prefix) {
   return prefix.size() <= ids.size() && std::equal(prefix.begin(), prefix.end(), ids.begin());
 }
 
+// The images of the conversation, in the order their spans appear in the prompt.
+struct ConversationImages {
+  std::vector<std::vector<float>> embeds;
+  std::vector<float> pending;  // attached to the next user message
+
+  // The embeddings of the last `n` images, one after another (what a prompt tail with n spans takes).
+  std::vector<float> last(size_t n) const {
+    std::vector<float> out;
+    for (size_t i = embeds.size() - n; i < embeds.size(); ++i)
+      out.insert(out.end(), embeds[i].begin(), embeds[i].end());
+    return out;
+  }
+};
+
+int64_t count_image_spans(const std::vector<int32_t>& ids, const VisionConfig& v) {
+  if (!v.present()) return 0;
+  return std::count(ids.begin(), ids.end(), v.boi_id);
+}
+
 int run_chat(const ChatArgs& a) {
   if (a.gen.max_tokens < 1) fail(ErrorKind::Usage, "--max-tokens must be at least 1, got {}", a.gen.max_tokens);
   Sampler check(a.gen.sampling);  // the sampler's own range checks, before loading
-  // The template is read before the weights, so a model without one fails at once.
+  // The template and the first image are read before the weights, so either fails at once.
   const chat::LoadedChatTemplate loaded = load_template_for(a.run.model, a.chat, false);
+  std::optional<RgbImage> first_image;
+  if (!a.image.empty()) first_image = load_image(a.image);
   auto model = load_model(a.run);
   if (!model->tokenizer) {
     fail(ErrorKind::Usage, "{} has no tokenizer (no tokenizer.json, no GGUF vocabulary); ferry chat needs one",
          a.run.model);
   }
   const Tokenizer& tok = *model->tokenizer;
+  const ModelConfig& config = model->ckpt.config();
   auto session = model->new_session();
   const auto eog = end_of_generation_ids(model->ckpt, &tok);
   const bool interactive = isatty(fileno(stdin)) != 0;
+  ConversationImages images;
+  if (first_image) images.pending = encode_image(*session, config, *first_image, a.image);
 
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  std::vector<int32_t> evaluated;  // the ids the session's cache holds, in order
+  std::vector<int32_t> evaluated;  // the ids the session's cache holds, in order (image spans unexpanded)
+  int64_t expanded_rows = 0;       // cache rows the image spans added beyond their three ids
   std::string line;
   while (true) {
     if (interactive) {
@@ -57,8 +92,26 @@ int run_chat(const ChatArgs& a) {
       std::fflush(stderr);
     }
     if (!std::getline(std::cin, line)) break;
-    if (chat::js::trim(line).empty()) continue;
-    messages.push_back({{"role", "user"}, {"content", line}});
+    const std::string_view text = chat::js::trim(line);
+    if (text.empty()) continue;
+    if (text.substr(0, kImageCommand.size()) == kImageCommand &&
+        (text.size() == kImageCommand.size() || text[kImageCommand.size()] == ' ')) {
+      // A bad image is reported and the chat goes on.
+      const std::string path(chat::js::trim(text.substr(kImageCommand.size())));
+      try {
+        if (path.empty()) fail(ErrorKind::Usage, "/image needs a file: /image photo.jpg");
+        images.pending = encode_image(*session, config, load_image(path), path);
+        if (!a.run.quiet) fmt::print(stderr, "[image {} attached to your next message]\n", path);
+      } catch (const Error& e) {
+        fmt::print(stderr, "error: {}\n", e.what());
+      }
+      continue;
+    }
+    const bool with_image = !images.pending.empty();
+    const std::string content = with_image ? image_span_text(tok, config.vision) + line : line;
+    messages.push_back({{"role", "user"}, {"content", content}});
+    if (with_image) images.embeds.push_back(std::move(images.pending));
+    images.pending.clear();
     const std::string prompt = loaded.chat_template.apply(chat_inputs(loaded, a.chat, messages, true));
     const std::vector<int32_t> ids = tok.encode(prompt, /*add_special=*/false);
     std::vector<int32_t> fresh;
@@ -67,17 +120,35 @@ int run_chat(const ChatArgs& a) {
     } else {
       session->reset();
       evaluated.clear();
+      expanded_rows = 0;
       fresh = ids;
     }
-    const GenerateResult r = generate(*session, &tok, fresh, eog, a.gen, [](std::string_view text) {
-      std::fwrite(text.data(), 1, text.size(), stdout);
+    const int64_t spans = count_image_spans(fresh, config.vision);
+    if (spans > static_cast<int64_t>(images.embeds.size())) {
+      // Typed-in image markers with no picture for them: the message is dropped, the chat goes on.
+      fmt::print(stderr, "error: the message holds {} image span(s) but {} image(s) were given; use /image FILE\n",
+                 spans, images.embeds.size());
+      messages.erase(messages.size() - 1);
+      if (with_image) {  // the picture stays attached for the next message
+        images.pending = std::move(images.embeds.back());
+        images.embeds.pop_back();
+      }
+      continue;
+    }
+    if (spans > 0) {
+      session->attach_images(images.last(static_cast<size_t>(spans)), spans);
+      expanded_rows += spans * (config.vision.text_tokens() - 3);
+    }
+    const GenerateResult r = generate(*session, &tok, fresh, eog, a.gen, [](std::string_view piece) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     });
     std::puts("");
     std::fflush(stdout);
     evaluated.insert(evaluated.end(), fresh.begin(), fresh.end());
     evaluated.insert(evaluated.end(), r.ids.begin(), r.ids.end());
-    evaluated.resize(static_cast<size_t>(session->n_past()));  // the last sampled id is never evaluated
+    // The last sampled id is never evaluated.
+    evaluated.resize(static_cast<size_t>(session->n_past() - expanded_rows));
     messages.push_back({{"role", "assistant"}, {"content", r.text}});
     if (!a.run.quiet) {
       fmt::print(stderr, "[{} new prompt tokens, {} generated, {:.1f} tok/s]\n", fresh.size(), r.ids.size(),
@@ -107,6 +178,8 @@ Runner add_chat(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", a->gen.sampling.seed, "Random seed (same seed, same output)")->capture_default_str();
   cmd->add_option("--stop", a->gen.stop_strings, "Stop a reply when this text appears (repeatable)");
+  cmd->add_option("--image", a->image,
+                  "PNG or JPEG for the first message (GLM-4V); a line '/image FILE' attaches one to the next message");
   return [a] { return run_chat(*a); };
 }
 

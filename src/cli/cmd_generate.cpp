@@ -7,6 +7,7 @@
 
 #include "cli/chat_prompt.h"
 #include "cli/commands.h"
+#include "cli/image_input.h"
 #include "cli/model_setup.h"
 #include "core/error.h"
 #include "engine/image.h"
@@ -68,6 +69,8 @@ int run_generate(const GenerateArgs& a) {
   std::optional<RgbImage> image;
   if (!a.image.empty()) image = load_image(a.image);
   auto model = load_model(a.run);
+  if (image && !model->ckpt.config().vision.present())
+    fail(ErrorKind::Usage, "--image: {} has no vision tower, it takes no images", a.run.model);
   if (a.has_prompt) {
     if (!model->tokenizer) {
       fail(ErrorKind::Usage, "{} has no tokenizer (no tokenizer.json, no GGUF vocabulary): use --prompt-ids",
@@ -75,7 +78,10 @@ int run_generate(const GenerateArgs& a) {
     }
     if (chat_template) {
       // As transformers' apply_chat_template: the template writes every special token itself.
-      const nlohmann::ordered_json user = nlohmann::ordered_json::array({{{"role", "user"}, {"content", a.prompt}}});
+      // With --image the user's message starts with the image span, as GLM-4V's own chat format has it.
+      const std::string content =
+          image ? image_span_text(*model->tokenizer, model->ckpt.config().vision) + a.prompt : a.prompt;
+      const nlohmann::ordered_json user = nlohmann::ordered_json::array({{{"role", "user"}, {"content", content}}});
       const std::string text =
           chat_template->chat_template.apply(chat_inputs(*chat_template, a.chat_options, user, true));
       prompt = model->tokenizer->encode(text, /*add_special=*/a.add_bos);
@@ -87,12 +93,7 @@ int run_generate(const GenerateArgs& a) {
   if (a.run.trace_devices) session->executor().set_trace(&std::cerr);
   if (image) {
     // The prompt's <|begin_of_image|> placeholder <|end_of_image|> span takes the picture.
-    const VisionConfig& v = model->ckpt.config().vision;
-    if (!v.present()) fail(ErrorKind::Usage, "--image: {} has no vision tower, it takes no images", a.run.model);
-    const std::vector<float> pixels = clip_normalize(resize_bicubic(*image, v.image_size, v.image_size));
-    Tensor t = Tensor::host(DType::F32, Shape{1, v.in_channels, v.image_size, v.image_size}, a.image);
-    std::copy(pixels.begin(), pixels.end(), t.data_as<float>());
-    session->attach_images(session->encode_images(t), 1);
+    session->attach_images(encode_image(*session, model->ckpt.config(), *image, a.image), 1);
   }
   const Tokenizer* tok = model->tokenizer ? &*model->tokenizer : nullptr;
   const auto eog = end_of_generation_ids(model->ckpt, tok);
@@ -163,7 +164,7 @@ Runner add_generate(CLI::App& app) {
   cmd->add_flag("--add-bos", a->add_bos, "Prepend the BOS token to the prompt text");
   cmd->add_option("--image", a->image,
                   "PNG or JPEG for the prompt's image span (GLM-4V: <|begin_of_image|><|endoftext|><|end_of_image|>, "
-                  "already in --prompt-ids or in the --prompt text)");
+                  "already in --prompt-ids or in the --prompt text; with --chat it starts the user message)");
   cmd->add_flag("--chat", a->chat,
                 "Send --prompt as a user message through the model's chat template (with a generation prompt)");
   a->chat_options.add_to(*cmd);

@@ -19,11 +19,12 @@ struct CliRun {
   std::string err;  // stderr
 };
 
-// `args` are already shell-quoted where needed.
-inline CliRun run_ferry(const std::string& args) {
+// `args` are already shell-quoted where needed; `stdin_text` is fed to standard input.
+inline CliRun run_ferry(const std::string& args, const std::string& stdin_text = "") {
   TempDir tmp("cli_stderr");
   const std::string err_path = tmp.str() + "/stderr";
-  const std::string cmd = std::string(FERRY_CLI) + " " + args + " 2>" + err_path;
+  const std::string in_path = tmp.write_text("stdin", stdin_text);
+  const std::string cmd = std::string(FERRY_CLI) + " " + args + " <" + in_path + " 2>" + err_path;
   CliRun r;
   FILE* pipe = popen(cmd.c_str(), "r");
   if (pipe == nullptr) return r;
@@ -35,6 +36,19 @@ inline CliRun run_ferry(const std::string& args) {
   std::ifstream in(err_path);
   r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   return r;
+}
+
+// One shell word: single-quoted, with any single quote inside escaped.
+inline std::string quote(const std::string& arg) {
+  std::string q = "'";
+  for (char c : arg) {
+    if (c == '\'') {
+      q += "'\\''";
+    } else {
+      q += c;
+    }
+  }
+  return q + "'";
 }
 
 }  // namespace ferry::testing

@@ -1,47 +1,20 @@
 // `ferry template`, `ferry generate --chat` and `ferry chat`, run as the real binary.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "../engine/engine_fixture.h"
+#include "cli_runner.h"
 #include "common/temp_dir.h"
 #include "common/test_data_dir.h"
 
 namespace ferry {
 namespace {
 
-struct CliRun {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-// Runs ferry with `args` (shell-quoted by the caller), optionally feeding `stdin_text`.
-CliRun run_ferry(const std::string& args, const std::string& stdin_text = "") {
-  testing::TempDir tmp("cli_template_run");
-  const std::string err_path = tmp.str() + "/stderr";
-  const std::string in_path = tmp.write_text("stdin", stdin_text);
-  const std::string cmd = std::string(FERRY_CLI) + " " + args + " <" + in_path + " 2>" + err_path;
-  CliRun r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream in(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  return r;
-}
-
-std::string quote(const std::string& s) {
-  return "'" + s + "'";
-}
+using testing::CliRun;
+using testing::quote;
+using testing::run_ferry;
 
 const char* kMessages = R"([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}])";
 
