@@ -70,13 +70,22 @@ std::string Plan::describe() const {
                        d.device.budget == Allocator::kUnlimited ? std::string("-") : format_bytes(d.device.budget),
                        d.over_budget() ? "  OVER BUDGET" : "");
   }
-  std::string vision;
-  for (const auto& d : devices) {
-    if (d.vision_bytes > 0)
-      vision += fmt::format("{}{} {}", vision.empty() ? "" : ", ", d.device.id.str(), format_bytes(d.vision_bytes));
-  }
-  if (!vision.empty()) {
-    out += fmt::format("  vision step activations at {} image(s), within workspace: {}\n", images, vision);
+  // The vision units whole, each on one device, with their weights; the tower's step activations.
+  for (const auto& u : units) {
+    if (u.kind != UnitKind::Vision && u.kind != UnitKind::Projector) continue;
+    const int d = device_index_of(u.module);
+    out += fmt::format("  {} on {}: weights {}", u.kind == UnitKind::Vision ? "vision tower" : "projector",
+                       devices[static_cast<size_t>(d)].device.id.str(), format_bytes(u.weight_bytes));
+    if (u.kind == UnitKind::Vision) {
+      std::string steps;
+      for (const auto& dev : devices) {
+        if (dev.vision_bytes > 0)
+          steps +=
+              fmt::format("{}{} {}", steps.empty() ? "" : ", ", dev.device.id.str(), format_bytes(dev.vision_bytes));
+      }
+      out += fmt::format("; vision step activations at {} image(s) (within workspace): {}", images, steps);
+    }
+    out += "\n";
   }
   if (crossings.empty()) {
     out += "  no activation crosses devices\n";
@@ -155,6 +164,7 @@ std::vector<UnitCost> unit_costs(const ModelSpec& spec, const RunLimits& limits)
 void estimate_plan(Plan& plan, const ModelSpec& spec) {
   const std::vector<UnitCost> costs = unit_costs(spec, plan.limits);
   plan.context = plan.limits.max_context;
+  plan.units = costs;
   plan.images = spec.config.vision.present() ? spec.config.vision.max_images : 0;
   for (auto& d : plan.devices) {
     d.modules.clear();

@@ -54,6 +54,7 @@ struct Plan {
   std::vector<DevicePlan> devices;
   std::vector<std::pair<std::string, int>> assignment;  // module -> index into devices, in model order
   std::vector<Crossing> crossings;
+  std::vector<UnitCost> units;            // what each unit costs, in model order (estimate_plan)
   uint64_t crossing_bytes_per_token = 0;  // activations moved between devices for one decoded token
   int64_t context = 0;                    // = limits.max_context
   int64_t images = 0;                     // images the vision step is planned for (the model's most; 0: no tower)

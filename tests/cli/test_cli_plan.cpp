@@ -1,6 +1,7 @@
 // `ferry plan` and the placement options of the run commands, through the real binary.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -27,6 +28,34 @@ TEST(CliPlan, Glm4vFitsOnFour24GiBCardsWithTheTowerWhole) {
   }
   EXPECT_EQ(towers, 1);
   EXPECT_EQ(plan["limits"]["max_context"], 8192);
+}
+
+// Issue 5's two layouts: each fits, prints the tower's device and weights and the vision step's
+// activation budget, and keeps the tower on one device.
+TEST(CliPlan, Glm4vOnTwo24GiBAndFour12GiBCardsShowsTheTowerAndItsActivations) {
+  for (const std::string devices :
+       {"cuda:0=24GiB,cuda:1=24GiB", "cuda:0=12GiB,cuda:1=12GiB,cuda:2=12GiB,cuda:3=12GiB"}) {
+    SCOPED_TRACE(devices);
+    const auto r = run_ferry("plan --config glm-4v-9b --devices " + devices + " --max-context 8192");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string text = r.out + r.err;
+    EXPECT_NE(text.find("vision tower on cuda:"), std::string::npos) << text;
+    EXPECT_NE(text.find("vision step activations at 1 image(s)"), std::string::npos) << text;
+    const auto j = run_ferry("plan --config glm-4v-9b --devices " + devices + " --max-context 8192 --json");
+    ASSERT_EQ(j.exit_code, 0) << j.err;
+    const auto plan = nlohmann::json::parse(j.out);
+    int towers = 0;
+    for (const auto& d : plan["devices"]) {
+      const bool has_tower = std::find(d["modules"].begin(), d["modules"].end(), "vision") != d["modules"].end();
+      towers += has_tower ? 1 : 0;
+      // The tower's step needs hundreds of MiB (1601 tokens x 1792 wide, a 15360-wide MLP).
+      if (has_tower) {
+        EXPECT_GT(d["vision_workspace_bytes"].get<uint64_t>(), 500ull << 20);
+      }
+      EXPECT_LE(d["total_bytes"].get<uint64_t>(), d["budget"].get<uint64_t>());
+    }
+    EXPECT_EQ(towers, 1);
+  }
 }
 
 TEST(CliPlan, Glm4vOnTwo12GiBCardsIsRefusedWithTheShortfallAndQuantization) {

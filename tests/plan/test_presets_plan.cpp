@@ -70,7 +70,8 @@ TEST(Presets, Glm4vOnFour24GiBCardsKeepsTheTowerWholeAndFits) {
   const int tower = plan.device_index_of("vision");
   ASSERT_GE(tower, 0);
   EXPECT_GT(plan.devices[static_cast<size_t>(tower)].workspace_bytes, 500ull << 20) << plan.describe();
-  EXPECT_NE(plan.describe().find("vision"), std::string::npos);
+  EXPECT_GT(plan.devices[static_cast<size_t>(tower)].vision_bytes, 500ull << 20) << plan.describe();
+  EXPECT_NE(plan.describe().find("vision tower on cuda:"), std::string::npos) << plan.describe();
 }
 
 TEST(Presets, Glm4vOnTwo12GiBCardsInBf16IsRefusedWithTheShortfallAndQuantizedWeights) {
