@@ -21,6 +21,9 @@ struct ExecutablePlan {
   uint64_t weights_generation = 0;
   uint64_t states_generation = 0;
   bool dropped_device_copies = false;
+  std::vector<Device*> input_homes;  // by ValueId: where the run's inputs were supplied (nullptr: host)
+  bool outputs_to_host = true;
+  std::vector<int32_t> output_slots;  // by output position, when outputs stay on their devices
 
   Schedule schedule;
   RunPlan run;
@@ -68,16 +71,10 @@ void check_inputs(const Graph& graph, const std::vector<ValueId>& input_values, 
     const Value& v = graph.value(id);
     auto it = inputs.find(v.name);
     if (it == inputs.end() || !it->second.defined()) {
-      fail(ErrorKind::Usage, "graph input '{}' ({} {}) is not supplied; supply a host tensor for it", v.name,
+      fail(ErrorKind::Usage, "graph input '{}' ({} {}) is not supplied; supply a tensor for it", v.name,
            dtype_name(v.dtype), v.shape.str());
     }
     const Tensor& t = it->second;
-    if (t.device() != nullptr) {
-      fail(ErrorKind::Usage,
-           "graph input '{}' is supplied on {}; supply inputs as host tensors (Tensor::host), the runtime copies "
-           "them to the devices that read them",
-           v.name, t.device_name());
-    }
     if (t.dtype() != v.dtype || !(t.shape() == v.shape)) {
       fail(ErrorKind::Usage, "graph input '{}' is supplied as {} {} but the graph declares {} {}", v.name,
            dtype_name(t.dtype()), t.shape().str(), dtype_name(v.dtype), v.shape.str());
@@ -161,6 +158,14 @@ std::vector<Device*> devices_of(const std::vector<ScheduleStep>& steps) {
 
 const Schedule kNoSchedule;
 
+// By ValueId: the device each supplied input lives on (nullptr: host).
+std::vector<Device*> input_homes_of(const Graph& graph, const std::vector<ValueId>& input_values,
+                                    const Executor::Inputs& inputs) {
+  std::vector<Device*> homes(graph.values().size(), nullptr);
+  for (ValueId id : input_values) homes[static_cast<size_t>(id)] = inputs.at(graph.value(id).name).device();
+  return homes;
+}
+
 }  // namespace
 
 Executor::Executor(Placement placement, const WeightStore& weights, StateStore& states)
@@ -178,14 +183,17 @@ bool Executor::is_current(const ExecutablePlan& plan) const {
          plan.states_generation == states_.generation() && plan.dropped_device_copies == drop_device_copies_;
 }
 
-std::shared_ptr<ExecutablePlan> Executor::make_plan(const Graph& graph) {
+std::shared_ptr<ExecutablePlan> Executor::make_plan(const Graph& graph, std::vector<Device*> input_homes,
+                                                    bool outputs_to_host) {
   states_.ensure(graph, placement_);
   auto p = std::make_shared<ExecutablePlan>();
   p->executor_id = id_;
   p->weights_generation = weights_.generation();
   p->states_generation = states_.generation();
   p->dropped_device_copies = drop_device_copies_;
-  p->schedule = schedule(graph, placement_, weights_, states_);
+  p->input_homes = std::move(input_homes);
+  p->outputs_to_host = outputs_to_host;
+  p->schedule = schedule(graph, placement_, weights_, states_, ScheduleOptions{p->input_homes, outputs_to_host});
 
   std::vector<ScheduleStep> steps = p->schedule.steps;
   if (drop_device_copies_) {
@@ -194,8 +202,12 @@ std::shared_ptr<ExecutablePlan> Executor::make_plan(const Graph& graph) {
       return c != nullptr && c->from != nullptr && c->to != nullptr;
     });
   }
-  p->run = plan_run(graph, std::move(steps), p->schedule.homes);
+  p->run = plan_run(graph, std::move(steps), p->schedule.homes, !outputs_to_host);
   const RunPlan& run = p->run;
+  if (!outputs_to_host) {
+    for (ValueId id : graph.outputs())
+      p->output_slots.push_back(output_slot(run, id, p->schedule.homes[static_cast<size_t>(id)]));
+  }
 
   p->held.resize(run.slots.size());
   p->tensor.resize(run.slots.size());
@@ -235,11 +247,13 @@ std::shared_ptr<ExecutablePlan> Executor::make_plan(const Graph& graph) {
   return p;
 }
 
-void Executor::execute(PreparedGraph& prepared, const Inputs& inputs, std::span<Tensor> outputs) {
+void Executor::execute(PreparedGraph& prepared, const Inputs& inputs, std::span<Tensor> outputs, bool outputs_to_host) {
   const Graph& graph = prepared.graph_;
   bool planned = false;
-  if (!prepared.plan_ || !is_current(*prepared.plan_)) {
-    prepared.plan_ = make_plan(graph);
+  std::vector<Device*> input_homes = input_homes_of(graph, prepared.inputs_, inputs);
+  if (!prepared.plan_ || !is_current(*prepared.plan_) || prepared.plan_->input_homes != input_homes ||
+      prepared.plan_->outputs_to_host != outputs_to_host) {
+    prepared.plan_ = make_plan(graph, std::move(input_homes), outputs_to_host);
     planned = true;
   }
   ExecutablePlan& p = *prepared.plan_;
@@ -296,6 +310,25 @@ void Executor::execute(PreparedGraph& prepared, const Inputs& inputs, std::span<
       // Dropping an input handle frees nothing: the caller keeps it.
       for (int32_t slot : io.release_after) p.held[static_cast<size_t>(slot)] = Tensor();
     }
+    if (!outputs_to_host) {
+      // Outputs made by the run are handed over; an input or a stored tensor is returned as it is.
+      const auto& ids = graph.outputs();
+      for (size_t i = 0; i < ids.size(); ++i) {
+        const Value& v = graph.value(ids[i]);
+        const int32_t slot = p.output_slots[i];
+        if (v.kind == ValueKind::Input) {
+          outputs[i] = inputs.at(v.name);
+        } else if (slot != kNoSlot) {
+          outputs[i] = *p.tensor[static_cast<size_t>(slot)];
+        } else {
+          fail(ErrorKind::Usage, "graph output '{}' is not loaded", v.name);
+        }
+      }
+      for (int32_t slot : p.output_slots) {
+        if (slot != kNoSlot && p.run.slots[static_cast<size_t>(slot)].kind == SlotKind::Produced)
+          p.held[static_cast<size_t>(slot)] = Tensor();
+      }
+    }
   } catch (...) {
     for (Tensor& t : p.held) t = Tensor();  // back to weights and state only
     stats_ = RunStats{};
@@ -323,7 +356,7 @@ std::unordered_map<std::string, Tensor> Executor::run(const Graph& graph, const 
     const bool first = std::find(ids.begin(), ids.end(), ids[i]) - ids.begin() == static_cast<std::ptrdiff_t>(i);
     if (first && v.kind != ValueKind::Input) outputs[i] = Tensor::host(v.dtype, v.shape, v.name);
   }
-  execute(prepared, inputs, outputs);
+  execute(prepared, inputs, outputs, true);
   std::unordered_map<std::string, Tensor> results;
   for (size_t i = 0; i < ids.size(); ++i) {
     const Value& v = graph.value(ids[i]);
@@ -336,15 +369,24 @@ void Executor::run(PreparedGraph& prepared, const Inputs& inputs, std::span<Tens
   const Graph& graph = prepared.graph();
   check_inputs(graph, prepared.inputs_, inputs);
   check_outputs(graph, outputs);
-  execute(prepared, inputs, outputs);
-  // Outputs with no copy of their own: inputs (already on host) and repeats of an earlier output.
+  execute(prepared, inputs, outputs, true);
+  // Outputs with no copy of their own: host inputs and repeats of an earlier output.
   const auto& ids = graph.outputs();
   for (size_t i = 0; i < ids.size(); ++i) {
     const Value& v = graph.value(ids[i]);
     const size_t first = static_cast<size_t>(std::find(ids.begin(), ids.end(), ids[i]) - ids.begin());
-    const Tensor* src = v.kind == ValueKind::Input ? &inputs.at(v.name) : first < i ? &outputs[first] : nullptr;
+    const Tensor* src = first < i                                                             ? &outputs[first]
+                        : v.kind == ValueKind::Input && inputs.at(v.name).device() == nullptr ? &inputs.at(v.name)
+                                                                                              : nullptr;
     if (src != nullptr) std::memmove(outputs[i].data(), src->data(), src->nbytes());
   }
+}
+
+std::vector<Tensor> Executor::run_outputs_on_device(PreparedGraph& prepared, const Inputs& inputs) {
+  check_inputs(prepared.graph(), prepared.inputs_, inputs);
+  std::vector<Tensor> outputs(prepared.graph().outputs().size());
+  execute(prepared, inputs, outputs, false);
+  return outputs;
 }
 
 }  // namespace ferry

@@ -82,8 +82,9 @@ class Executor {
   Executor(Placement placement, const WeightStore& weights, StateStore& states);
   Executor(Placement placement, const WeightStore&& weights, StateStore& states) = delete;
 
-  // `inputs` maps each Input value's name to a host tensor of the declared dtype and shape
-  // (Error(Usage) naming the input otherwise). Creates missing state (StateStore::ensure), schedules
+  // `inputs` maps each Input value's name to a tensor of the declared dtype and shape (Error(Usage)
+  // naming the input otherwise), in host memory or already on a device: a reader on that device uses
+  // it in place, a reader elsewhere gets a counted copy. Creates missing state (StateStore::ensure), schedules
   // and runs. Returns every graph output as a host tensor, by value name; an output that is an
   // input is returned as the supplied tensor.
   std::unordered_map<std::string, Tensor> run(const Graph& graph, const Inputs& inputs);
@@ -92,6 +93,12 @@ class Executor {
   // graph (graph.outputs()[i]) is written into outputs[i], which must be a host tensor of the
   // output's dtype and shape, e.g. a view of the caller's buffer (Error(Usage) otherwise).
   void run(PreparedGraph& graph, const Inputs& inputs, std::span<Tensor> outputs);
+
+  // The same, but the outputs stay on the devices that produced them (no copy to host), in the
+  // order of graph.outputs(); an output that is an input comes back as supplied. For results a later
+  // run reads as an input (GLM-4V's image embeddings): that run copies them device to device, or
+  // reads them in place.
+  std::vector<Tensor> run_outputs_on_device(PreparedGraph& graph, const Inputs& inputs);
 
   const RunStats& stats() const { return stats_; }  // of the last run
   const Schedule& last_schedule() const;            // of the last run
@@ -106,9 +113,10 @@ class Executor {
 
  private:
   bool is_current(const ExecutablePlan& plan) const;
-  std::shared_ptr<ExecutablePlan> make_plan(const Graph& graph);
-  // Runs the steps; copies of graph outputs land in outputs[position of the output].
-  void execute(PreparedGraph& graph, const Inputs& inputs, std::span<Tensor> outputs);
+  std::shared_ptr<ExecutablePlan> make_plan(const Graph& graph, std::vector<Device*> input_homes, bool outputs_to_host);
+  // Runs the steps; outputs land in outputs[position of the output]: copied into the caller's host
+  // tensors, or (outputs_to_host false) handed over where they were made.
+  void execute(PreparedGraph& graph, const Inputs& inputs, std::span<Tensor> outputs, bool outputs_to_host);
 
   const uint64_t id_;  // tells this executor's plans from another's
   Placement placement_;

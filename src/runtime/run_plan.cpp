@@ -22,13 +22,14 @@ class SlotTable {
     return kNoSlot;
   }
 
-  // An existing slot, or one for a tensor that exists before the run starts (an input on host, a
-  // weight or state where it is stored); kNoSlot if neither.
+  // An existing slot, or one for a tensor that exists before the run starts (an input where the
+  // caller keeps it, a weight or state where it is stored); kNoSlot if neither.
   int32_t find_or_initial(ValueId value, Device* location) {
     const int32_t slot = find(value, location);
     if (slot != kNoSlot) return slot;
     const Value& v = graph_.value(value);
-    if (v.kind == ValueKind::Input && location == nullptr) return add(value, location, SlotKind::Input);
+    if (v.kind == ValueKind::Input && location == homes_[static_cast<size_t>(value)])
+      return add(value, location, SlotKind::Input);
     const bool stored = v.kind == ValueKind::Weight || v.kind == ValueKind::State;
     if (stored && location != nullptr && location == homes_[static_cast<size_t>(value)])
       return add(value, location, SlotKind::Stored);
@@ -51,7 +52,8 @@ class SlotTable {
 
 }  // namespace
 
-RunPlan plan_run(const Graph& graph, std::vector<ScheduleStep> steps, const std::vector<Device*>& homes) {
+RunPlan plan_run(const Graph& graph, std::vector<ScheduleStep> steps, const std::vector<Device*>& homes,
+                 bool keep_outputs) {
   RunPlan plan;
   plan.steps = std::move(steps);
   plan.step_slots.resize(plan.steps.size());
@@ -90,11 +92,26 @@ RunPlan plan_run(const Graph& graph, std::vector<ScheduleStep> steps, const std:
     }
   }
   last_use.resize(plan.slots.size(), 0);
+  std::vector<bool> kept(plan.slots.size(), false);
+  if (keep_outputs) {
+    for (ValueId id : graph.outputs()) {
+      const int32_t slot = table.find(id, homes[static_cast<size_t>(id)]);
+      if (slot != kNoSlot && plan.slots[static_cast<size_t>(slot)].kind == SlotKind::Produced)
+        kept[static_cast<size_t>(slot)] = true;
+    }
+  }
   for (size_t s = 0; s < plan.slots.size(); ++s) {
-    if (plan.slots[s].kind == SlotKind::Stored) continue;  // its store keeps it
+    if (plan.slots[s].kind == SlotKind::Stored || kept[s]) continue;  // its store, or the caller, keeps it
     plan.step_slots[last_use[s]].release_after.push_back(static_cast<int32_t>(s));
   }
   return plan;
+}
+
+int32_t output_slot(const RunPlan& plan, ValueId value, Device* home) {
+  for (size_t s = 0; s < plan.slots.size(); ++s) {
+    if (plan.slots[s].value == value && plan.slots[s].location == home) return static_cast<int32_t>(s);
+  }
+  return kNoSlot;
 }
 
 }  // namespace ferry

@@ -15,7 +15,7 @@ namespace ferry {
 inline constexpr int32_t kNoSlot = -1;
 
 enum class SlotKind : uint8_t {
-  Input,     // a host tensor the caller supplies each run
+  Input,     // a tensor the caller supplies each run (on host or on a device)
   Stored,    // a weight or state tensor owned by its store; never released by a run
   Produced,  // made by a step of the run (a copy or a node's output)
 };
@@ -43,7 +43,12 @@ struct RunPlan {
 // `steps` are a schedule's steps (possibly with copies left out, see
 // Executor::set_drop_device_copies_for_testing) and `homes` its Schedule::homes. A compute reads the
 // copy on its own device when one was made, else the value where it lives. Throws Error(Internal)
-// when a step reads a tensor that no earlier step produced.
-RunPlan plan_run(const Graph& graph, std::vector<ScheduleStep> steps, const std::vector<Device*>& homes);
+// when a step reads a tensor that no earlier step produced. With `keep_outputs` the graph outputs
+// produced by the run are never released: the caller takes them after the run.
+RunPlan plan_run(const Graph& graph, std::vector<ScheduleStep> steps, const std::vector<Device*>& homes,
+                 bool keep_outputs = false);
+
+// The slot holding graph output `value` at its home after a run planned with keep_outputs.
+int32_t output_slot(const RunPlan& plan, ValueId value, Device* home);
 
 }  // namespace ferry

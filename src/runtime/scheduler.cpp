@@ -88,15 +88,17 @@ std::string dtype_list(const std::vector<DType>& dtypes) {
 
 class Scheduler {
  public:
-  Scheduler(const Graph& graph, const Placement& placement, const WeightStore& weights, const StateStore& states)
-      : graph_(graph), placement_(placement), weights_(weights), states_(states) {}
+  Scheduler(const Graph& graph, const Placement& placement, const WeightStore& weights, const StateStore& states,
+            const ScheduleOptions& options)
+      : graph_(graph), placement_(placement), weights_(weights), states_(states), options_(options) {}
 
   Schedule run() {
-    // Inputs start on host, weights and state where they are stored; a result's home is set when
-    // its node is scheduled, before anything reads it.
+    // Inputs start on host (or where the caller keeps them), weights and state where they are
+    // stored; a result's home is set when its node is scheduled, before anything reads it.
     homes_.assign(graph_.values().size(), nullptr);
     for (size_t id = 0; id < homes_.size(); ++id) {
       const Value& v = graph_.values()[id];
+      if (v.kind == ValueKind::Input && id < options_.input_homes.size()) homes_[id] = options_.input_homes[id];
       const Tensor* t = v.kind == ValueKind::Weight  ? weights_.find(v.name)
                         : v.kind == ValueKind::State ? states_.find(v.name)
                                                      : nullptr;
@@ -112,7 +114,7 @@ class Scheduler {
       sp.end_step = out.steps.size();
       out.splits.push_back(sp);
     }
-    add_output_copies(out);
+    if (options_.outputs_to_host) add_output_copies(out);
     out.homes = std::move(homes_);
     return out;
   }
@@ -212,6 +214,7 @@ class Scheduler {
   const Placement& placement_;
   const WeightStore& weights_;
   const StateStore& states_;
+  const ScheduleOptions& options_;
   std::vector<Device*> homes_;  // by ValueId
   std::set<std::pair<ValueId, Device*>> copied_;
   std::vector<PendingSplit> splits_;
@@ -219,9 +222,9 @@ class Scheduler {
 
 }  // namespace
 
-Schedule schedule(const Graph& graph, const Placement& placement, const WeightStore& weights,
-                  const StateStore& states) {
-  return Scheduler(graph, placement, weights, states).run();
+Schedule schedule(const Graph& graph, const Placement& placement, const WeightStore& weights, const StateStore& states,
+                  const ScheduleOptions& options) {
+  return Scheduler(graph, placement, weights, states, options).run();
 }
 
 }  // namespace ferry

@@ -55,7 +55,7 @@ struct Split {
 struct Schedule {
   std::vector<ScheduleStep> steps;  // in execution order; graph-output copies to host come last
   std::vector<Split> splits;
-  // Where each value lives before any copy, by ValueId: host (nullptr) for inputs, the producer's
+  // Where each value lives before any copy, by ValueId: host (nullptr) or its input home for inputs, the producer's
   // device for results, the stored tensor's device for weights and state (nullptr if not loaded and
   // not read).
   std::vector<Device*> homes;
@@ -71,10 +71,21 @@ struct Schedule {
   std::string describe() const;
 };
 
+// Where a run's inputs come from and where its outputs go. By default inputs start in host memory
+// and every graph output is copied back to host at the end.
+struct ScheduleOptions {
+  // By ValueId (empty: all on host): the device an Input value already lives on, nullptr for host.
+  // A reader on that device uses it in place; a reader elsewhere gets a counted copy, as for any value.
+  std::vector<Device*> input_homes;
+  // False: outputs stay on the device that produced them (no copies to host).
+  bool outputs_to_host = true;
+};
+
 // Throws Error(Usage) for an unplaced module or a weight/state that is not loaded, Error(Shape) when
 // a loaded weight/state disagrees with the graph, Error(DeviceMismatch) when a weight or state lives
 // on another device than the op reading it, Error(Unsupported) when the device's kernels do not
 // support an op for its input dtypes. Nothing runs before all of these checks pass.
-Schedule schedule(const Graph& graph, const Placement& placement, const WeightStore& weights, const StateStore& states);
+Schedule schedule(const Graph& graph, const Placement& placement, const WeightStore& weights, const StateStore& states,
+                  const ScheduleOptions& options = {});
 
 }  // namespace ferry

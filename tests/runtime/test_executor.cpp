@@ -176,12 +176,61 @@ TEST_F(RunTwoModules, RejectsMissingMisshapenAndUnknownInputs) {
   e = error_of([&] { exec.run(graph, extra); });
   EXPECT_EQ(e.kind(), ErrorKind::Usage);
   EXPECT_TRUE(contains(e.what(), "'mask'")) << e.what();
+}
 
-  auto on_device = two_module_inputs();
-  on_device["ids"] = Tensor::empty(d0, DType::I32, Shape{4});
-  e = error_of([&] { exec.run(graph, on_device); });
-  EXPECT_EQ(e.kind(), ErrorKind::Usage);
-  EXPECT_TRUE(contains(e.what(), "'ids'") && contains(e.what(), "cpu:0")) << e.what();
+// An input already on a device: its reader there uses it in place, a reader elsewhere gets a
+// counted device-to-device copy, never a copy through host memory.
+TEST_F(RunTwoModules, InputsOnADeviceAreReadInPlaceOrCopiedDeviceToDevice) {
+  const auto on = [&](Device& d, const std::vector<int32_t>& values) {
+    Tensor t = Tensor::empty(d, DType::I32, Shape{static_cast<int64_t>(values.size())});
+    std::copy(values.begin(), values.end(), t.data_as<int32_t>());
+    return t;
+  };
+  const Rows expected = naive_two_module(w, kIds, kPositions);
+  Executor exec(placement, weights, states);
+  // ids on cpu:0, where the embedding reads it; positions on cpu:0, read on cpu:1.
+  auto out = exec.run(graph, {{"ids", on(d0, kIds)}, {"positions", on(d0, kPositions)}});
+  expect_close(out.at("b.out"), expected, 1e-4);
+  std::vector<std::string> edges;
+  for (const auto& r : exec.stats().edges) edges.push_back(fmt::format("{} {}->{}", r.value, r.from, r.to));
+  EXPECT_EQ(edges, (std::vector<std::string>{"a.hidden cpu:0->cpu:1", "positions cpu:0->cpu:1", "a.embed cpu:0->cpu:1",
+                                             "b.out cpu:1->host"}));
+  EXPECT_EQ(exec.stats().device_copies, 3u);
+  // A prepared graph replans when an input moves (here: positions to cpu:1, where it is read).
+  PreparedGraph prepared(graph);
+  std::vector<Tensor> kept =
+      exec.run_outputs_on_device(prepared, {{"ids", on(d0, kIds)}, {"positions", on(d0, kPositions)}});
+  EXPECT_TRUE(exec.stats().planned);
+  kept = exec.run_outputs_on_device(prepared, {{"ids", on(d0, kIds)}, {"positions", on(d1, kPositions)}});
+  EXPECT_TRUE(exec.stats().planned);
+  EXPECT_EQ(exec.stats().device_copies, 2u);
+  expect_close(kept.at(0), expected, 1e-4);
+}
+
+// Outputs kept where they were made: no copy to host, the tensor handed over on its device and
+// counted there until the caller drops it.
+TEST_F(RunTwoModules, OutputsCanStayOnTheirDevice) {
+  const size_t base1 = d1.allocator().live();
+  Executor exec(placement, weights, states);
+  PreparedGraph prepared(graph);
+  std::vector<Tensor> out = exec.run_outputs_on_device(prepared, two_module_inputs());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].device(), &d1);
+  EXPECT_EQ(out[0].shape(), (Shape{4, kHidden}));
+  expect_close(out[0], naive_two_module(w, kIds, kPositions), 1e-4);
+  EXPECT_EQ(exec.stats().copies, 4u);  // the four of a host run but the output's
+  for (const auto& r : exec.stats().edges) EXPECT_NE(r.to, "host") << r.value;
+  EXPECT_EQ(d1.allocator().live(), base1 + kActivation);
+  out.clear();
+  EXPECT_EQ(d1.allocator().live(), base1);
+  // The same prepared graph run to host afterwards replans and copies the output out again.
+  std::vector<float> row(4 * kHidden);
+  Tensor into =
+      Tensor::view(Storage::view(row.data(), row.size() * sizeof(float), nullptr), 0, DType::F32, Shape{4, kHidden});
+  exec.run(prepared, two_module_inputs(), std::span<Tensor>(&into, 1));
+  EXPECT_TRUE(exec.stats().planned);
+  EXPECT_EQ(exec.stats().copies, 5u);
+  expect_close(into, naive_two_module(w, kIds, kPositions), 1e-4);
 }
 
 TEST_F(RunTwoModules, OutOfBudgetDeviceNamesItself) {
