@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "chat/js_text.h"
@@ -43,18 +44,13 @@ bool starts_with(const std::vector<int32_t>& ids, const std::vector<int32_t>& pr
   return prefix.size() <= ids.size() && std::equal(prefix.begin(), prefix.end(), ids.begin());
 }
 
-// The images of the conversation, in the order their spans appear in the prompt.
+// The pictures of the conversation, decoded, in the order their spans appear in the prompt. They
+// are run through the vision tower when a message holding them is evaluated (again if the whole
+// conversation is re-evaluated), so no image embedding outlives the step that reads it.
 struct ConversationImages {
-  std::vector<std::vector<float>> embeds;
-  std::vector<float> pending;  // attached to the next user message
-
-  // The embeddings of the last `n` images, one after another (what a prompt tail with n spans takes).
-  std::vector<float> last(size_t n) const {
-    std::vector<float> out;
-    for (size_t i = embeds.size() - n; i < embeds.size(); ++i)
-      out.insert(out.end(), embeds[i].begin(), embeds[i].end());
-    return out;
-  }
+  std::vector<RgbImage> given;
+  std::optional<RgbImage> pending;  // for the next user message
+  std::string pending_name;
 };
 
 int64_t count_image_spans(const std::vector<int32_t>& ids, const VisionConfig& v) {
@@ -80,7 +76,12 @@ int run_chat(const ChatArgs& a) {
   const auto eog = end_of_generation_ids(model->ckpt, &tok);
   const bool interactive = isatty(fileno(stdin)) != 0;
   ConversationImages images;
-  if (first_image) images.pending = encode_image(*session, config, *first_image, a.image);
+  if (first_image) {
+    if (!config.vision.present())
+      fail(ErrorKind::Usage, "--image: {} has no vision tower, it takes no images", a.run.model);
+    images.pending = std::move(first_image);
+    images.pending_name = a.image;
+  }
 
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   std::vector<int32_t> evaluated;  // the ids the session's cache holds, in order (image spans unexpanded)
@@ -100,18 +101,24 @@ int run_chat(const ChatArgs& a) {
       const std::string path(chat::js::trim(text.substr(kImageCommand.size())));
       try {
         if (path.empty()) fail(ErrorKind::Usage, "/image needs a file: /image photo.jpg");
-        images.pending = encode_image(*session, config, load_image(path), path);
+        if (!config.vision.present()) fail(ErrorKind::Usage, "/image: this model has no vision tower");
+        if (static_cast<int>(images.given.size()) >= config.vision.max_images) {
+          fail(ErrorKind::Usage, "/image: this model takes {} image(s) per conversation, and it has them",
+               config.vision.max_images);
+        }
+        images.pending = load_image(path);
+        images.pending_name = path;
         if (!a.run.quiet) fmt::print(stderr, "[image {} attached to your next message]\n", path);
       } catch (const Error& e) {
         fmt::print(stderr, "error: {}\n", e.what());
       }
       continue;
     }
-    const bool with_image = !images.pending.empty();
+    const bool with_image = images.pending.has_value();
     const std::string content = with_image ? image_span_text(tok, config.vision) + line : line;
     messages.push_back({{"role", "user"}, {"content", content}});
-    if (with_image) images.embeds.push_back(std::move(images.pending));
-    images.pending.clear();
+    if (with_image) images.given.push_back(std::move(*images.pending));
+    images.pending.reset();
     const std::string prompt = loaded.chat_template.apply(chat_inputs(loaded, a.chat, messages, true));
     const std::vector<int32_t> ids = tok.encode(prompt, /*add_special=*/false);
     std::vector<int32_t> fresh;
@@ -124,19 +131,20 @@ int run_chat(const ChatArgs& a) {
       fresh = ids;
     }
     const int64_t spans = count_image_spans(fresh, config.vision);
-    if (spans > static_cast<int64_t>(images.embeds.size())) {
+    if (spans > static_cast<int64_t>(images.given.size())) {
       // Typed-in image markers with no picture for them: the message is dropped, the chat goes on.
       fmt::print(stderr, "error: the message holds {} image span(s) but {} image(s) were given; use /image FILE\n",
-                 spans, images.embeds.size());
+                 spans, images.given.size());
       messages.erase(messages.size() - 1);
       if (with_image) {  // the picture stays attached for the next message
-        images.pending = std::move(images.embeds.back());
-        images.embeds.pop_back();
+        images.pending = std::move(images.given.back());
+        images.given.pop_back();
       }
       continue;
     }
     if (spans > 0) {
-      session->attach_images(images.last(static_cast<size_t>(spans)), spans);
+      const auto last = std::span<const RgbImage>(images.given).last(static_cast<size_t>(spans));
+      session->attach_images(encode_images(*session, config, last, "image"), spans);
       expanded_rows += spans * (config.vision.text_tokens() - 3);
     }
     const GenerateResult r = generate(*session, &tok, fresh, eog, a.gen, [](std::string_view piece) {

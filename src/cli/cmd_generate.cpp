@@ -93,7 +93,7 @@ int run_generate(const GenerateArgs& a) {
   if (a.run.trace_devices) session->executor().set_trace(&std::cerr);
   if (image) {
     // The prompt's <|begin_of_image|> placeholder <|end_of_image|> span takes the picture.
-    session->attach_images(encode_image(*session, model->ckpt.config(), *image, a.image), 1);
+    session->attach_images(encode_images(*session, model->ckpt.config(), std::span(&*image, 1), a.image), 1);
   }
   const Tokenizer* tok = model->tokenizer ? &*model->tokenizer : nullptr;
   const auto eog = end_of_generation_ids(model->ckpt, tok);

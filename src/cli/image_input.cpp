@@ -6,14 +6,18 @@
 
 namespace ferry::cli {
 
-std::vector<float> encode_image(Session& session, const ModelConfig& config, const RgbImage& image,
-                                const std::string& name) {
+Tensor encode_images(Session& session, const ModelConfig& config, std::span<const RgbImage> images,
+                     const std::string& name) {
   const VisionConfig& v = config.vision;
   if (!v.present()) fail(ErrorKind::Usage, "{}: this model has no vision tower, it takes no images", name);
-  const std::vector<float> pixels = clip_normalize(resize_bicubic(image, v.image_size, v.image_size));
-  Tensor t = Tensor::host(DType::F32, Shape{1, v.in_channels, v.image_size, v.image_size}, name);
-  std::copy(pixels.begin(), pixels.end(), t.data_as<float>());
-  return session.encode_images(t);
+  const auto n = static_cast<int64_t>(images.size());
+  Tensor t = Tensor::host(DType::F32, Shape{n, v.in_channels, v.image_size, v.image_size}, name);
+  float* at = t.data_as<float>();
+  for (const RgbImage& image : images) {
+    const std::vector<float> pixels = clip_normalize(resize_bicubic(image, v.image_size, v.image_size));
+    at = std::copy(pixels.begin(), pixels.end(), at);
+  }
+  return session.encode_images_on_device(t);
 }
 
 std::string image_span_text(const Tokenizer& tokenizer, const VisionConfig& vision) {

@@ -3,6 +3,7 @@
 // tower; and the text span that marks where an image goes in a prompt.
 #pragma once
 
+#include <span>
 #include <string>
 #include <vector>
 
@@ -12,10 +13,11 @@
 
 namespace ferry::cli {
 
-// Resizes, normalises and encodes `image` with the session's vision tower: the image embeddings for
-// Session::attach_images. `name` names the image in errors. Error(Usage) for a model without one.
-std::vector<float> encode_image(Session& session, const ModelConfig& config, const RgbImage& image,
-                                const std::string& name);
+// Resizes, normalises and encodes `images` (in prompt order) with the session's vision tower in one
+// step: the image embeddings for Session::attach_images, left on the projector's device. `name`
+// names them in errors. Error(Usage) for a model without a tower or more images than it takes.
+Tensor encode_images(Session& session, const ModelConfig& config, std::span<const RgbImage> images,
+                     const std::string& name);
 
 // "<|begin_of_image|><|endoftext|><|end_of_image|>" as the model's tokenizer spells it: the span
 // an image takes in a prompt (begin-of-image, one placeholder, end-of-image). Error(Usage) when the

@@ -31,15 +31,15 @@ size_t Session::peak_bytes(const std::string& device) const {
 void Session::reset() {
   n_past_ = 0;
   next_pos_ = 0;
-  attached_embeds_.clear();
+  attached_embeds_ = Tensor();
   attached_images_ = 0;
 }
 
 std::vector<float> Session::eval(std::span<const int32_t> tokens, bool all_logits) {
   if (attached_images_ > 0) {
     const ImagePrompt p = expand_image_prompt(spec_.config.vision, tokens, attached_images_, next_pos_);
-    const std::vector<float> embeds = std::move(attached_embeds_);
-    attached_embeds_.clear();
+    const Tensor embeds = std::move(attached_embeds_);
+    attached_embeds_ = Tensor();
     attached_images_ = 0;
     return eval_with_images(p.tokens, p.positions, p.image_row, embeds, all_logits);
   }
@@ -74,9 +74,8 @@ Session::StepGraph& Session::step_graph(int64_t n_tokens, bool all_logits, int64
   s->positions = Tensor::host(DType::I32, Shape{n_tokens}, "positions");
   s->inputs = {{"tokens", s->tokens}, {"positions", s->positions}};
   if (image_rows > 0) {
-    s->image_embeds = Tensor::host(DType::F32, Shape{image_rows, spec_.config.hidden}, "image_embeds");
+    // "image_embeds" is the caller's tensor, wherever it lives; set before every run.
     s->embed_rows = Tensor::host(DType::I32, Shape{n_tokens}, "embed_rows");
-    s->inputs.emplace("image_embeds", s->image_embeds);
     s->inputs.emplace("embed_rows", s->embed_rows);
   }
   if (step_graphs_.size() == kKeptStepGraphs) step_graphs_.erase(step_graphs_.begin());
@@ -100,21 +99,42 @@ std::vector<float> Session::eval(std::span<const int32_t> tokens, std::span<cons
       fail(ErrorKind::Usage, "token id {} is outside the vocabulary [0, {})", id, spec_.config.vocab);
     }
   }
-  return eval_chunked(tokens, positions, {}, {}, all_logits);
+  return eval_chunked(tokens, positions, {}, nullptr, all_logits);
 }
+
+namespace {
+// A host tensor [rows, hidden] holding `values` (rows = whole rows of the model's width).
+Tensor host_rows(std::span<const float> values, int hidden) {
+  const auto width = static_cast<size_t>(hidden);
+  if (values.empty() || values.size() % width != 0) {
+    fail(ErrorKind::Usage, "image embeddings of {} values are not whole rows of the model's width {}", values.size(),
+         hidden);
+  }
+  Tensor t = Tensor::host(DType::F32, Shape{static_cast<int64_t>(values.size() / width), hidden}, "image_embeds");
+  std::memcpy(t.data(), values.data(), values.size_bytes());
+  return t;
+}
+}  // namespace
 
 std::vector<float> Session::eval_with_images(std::span<const int32_t> tokens, std::span<const int32_t> positions,
                                              std::span<const int32_t> image_row, std::span<const float> image_embeds,
                                              bool all_logits) {
+  return eval_with_images(tokens, positions, image_row, host_rows(image_embeds, spec_.config.hidden), all_logits);
+}
+
+std::vector<float> Session::eval_with_images(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                                             std::span<const int32_t> image_row, const Tensor& image_embeds,
+                                             bool all_logits) {
   if (image_row.size() != tokens.size()) {
     fail(ErrorKind::Usage, "{} tokens but {} image-row entries", tokens.size(), image_row.size());
   }
-  const auto hidden = static_cast<size_t>(spec_.config.hidden);
-  if (image_embeds.empty() || image_embeds.size() % hidden != 0) {
-    fail(ErrorKind::Usage, "image embeddings of {} values are not whole rows of the model's width {}",
-         image_embeds.size(), hidden);
+  if (!image_embeds.defined() || image_embeds.dtype() != DType::F32 || image_embeds.rank() != 2 ||
+      image_embeds.dim(1) != spec_.config.hidden || image_embeds.dim(0) == 0) {
+    fail(ErrorKind::Usage, "image embeddings must be f32 [rows, {}], got {}", spec_.config.hidden,
+         image_embeds.defined() ? fmt::format("{} {}", dtype_name(image_embeds.dtype()), image_embeds.shape().str())
+                                : std::string("none"));
   }
-  const auto rows = static_cast<int64_t>(image_embeds.size() / hidden);
+  const int64_t rows = image_embeds.dim(0);
   for (size_t t = 0; t < image_row.size(); ++t) {
     if (image_row[t] >= rows) {
       fail(ErrorKind::Usage, "token {} takes image row {}, but there are only {} image rows", t, image_row[t], rows);
@@ -133,11 +153,11 @@ std::vector<float> Session::eval_with_images(std::span<const int32_t> tokens, st
       fail(ErrorKind::Usage, "token id {} is outside the vocabulary [0, {})", id, spec_.config.vocab);
     }
   }
-  return eval_chunked(tokens, positions, image_row, image_embeds, all_logits);
+  return eval_chunked(tokens, positions, image_row, &image_embeds, all_logits);
 }
 
 std::vector<float> Session::eval_chunked(std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                                         std::span<const int32_t> image_row, std::span<const float> image_embeds,
+                                         std::span<const int32_t> image_row, const Tensor* image_embeds,
                                          bool all_logits) {
   const auto n = static_cast<int64_t>(tokens.size());
   // Long prompts go in chunks, so no step holds more activations than the plan reserved.
@@ -149,7 +169,7 @@ std::vector<float> Session::eval_chunked(std::span<const int32_t> tokens, std::s
     std::span<const int32_t> rows = image_row.empty() ? image_row : image_row.subspan(at, len);
     if (std::all_of(rows.begin(), rows.end(), [](int32_t r) { return r < 0; })) rows = {};
     std::vector<float> part = eval_step(tokens.subspan(at, len), positions.subspan(at, len), all_logits, rows,
-                                        rows.empty() ? std::span<const float>() : image_embeds);
+                                        rows.empty() ? nullptr : image_embeds);
     if (all_logits) {
       all.insert(all.end(), part.begin(), part.end());
     } else {
@@ -159,7 +179,7 @@ std::vector<float> Session::eval_chunked(std::span<const int32_t> tokens, std::s
   return all;
 }
 
-std::vector<float> Session::encode_images(const Tensor& pixels) {
+PreparedGraph& Session::vision_graph(const Tensor& pixels) {
   const VisionConfig& v = spec_.config.vision;
   if (!v.present()) fail(ErrorKind::Usage, "this model has no vision tower: it takes no images");
   if (pixels.dtype() != DType::F32 || pixels.rank() != 4 || pixels.dim(1) != v.in_channels ||
@@ -174,7 +194,13 @@ std::vector<float> Session::encode_images(const Tensor& pixels) {
     vision_graphs_.emplace_back(images, std::make_unique<PreparedGraph>(build_vision_graph(spec_, images)));
     it = vision_graphs_.end() - 1;
   }
-  PreparedGraph& graph = *it->second;
+  return *it->second;
+}
+
+std::vector<float> Session::encode_images(const Tensor& pixels) {
+  PreparedGraph& graph = vision_graph(pixels);
+  const VisionConfig& v = spec_.config.vision;
+  const int64_t images = pixels.dim(0);
   const std::vector<int32_t> ids = vision_positions(v, images);
   Tensor positions = Tensor::host(DType::I32, Shape{static_cast<int64_t>(ids.size())}, "vision_positions");
   std::memcpy(positions.data(), ids.data(), ids.size() * sizeof(int32_t));
@@ -188,12 +214,29 @@ std::vector<float> Session::encode_images(const Tensor& pixels) {
   return embeds;
 }
 
+Tensor Session::encode_images_on_device(const Tensor& pixels) {
+  PreparedGraph& graph = vision_graph(pixels);
+  const std::vector<int32_t> ids = vision_positions(spec_.config.vision, pixels.dim(0));
+  Tensor positions = Tensor::host(DType::I32, Shape{static_cast<int64_t>(ids.size())}, "vision_positions");
+  std::memcpy(positions.data(), ids.data(), ids.size() * sizeof(int32_t));
+  std::vector<Tensor> out =
+      executor_.run_outputs_on_device(graph, {{"pixels", pixels}, {"vision_positions", positions}});
+  record_peaks();
+  return std::move(out.at(0));
+}
+
 void Session::attach_images(std::vector<float> image_embeds, int64_t images) {
+  attach_images(host_rows(image_embeds, spec_.config.hidden), images);
+}
+
+void Session::attach_images(Tensor image_embeds, int64_t images) {
   const VisionConfig& v = spec_.config.vision;
   if (!v.present()) fail(ErrorKind::Usage, "this model has no vision tower: it takes no images");
-  if (images <= 0 || static_cast<int64_t>(image_embeds.size()) != images * v.text_tokens() * spec_.config.hidden) {
-    fail(ErrorKind::Usage, "{} image embedding values do not hold {} image(s) of {} rows x {}", image_embeds.size(),
-         images, v.text_tokens(), spec_.config.hidden);
+  if (images <= 0 || !image_embeds.defined() || image_embeds.dtype() != DType::F32 ||
+      !(image_embeds.shape() == Shape{images * v.text_tokens(), spec_.config.hidden})) {
+    fail(ErrorKind::Usage, "image embeddings {} do not hold {} image(s) of {} rows x {}",
+         image_embeds.defined() ? image_embeds.shape().str() : std::string("(none)"), images, v.text_tokens(),
+         spec_.config.hidden);
   }
   attached_embeds_ = std::move(image_embeds);
   attached_images_ = images;
@@ -211,13 +254,14 @@ void Session::record_peaks() {
 }
 
 std::vector<float> Session::eval_step(std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                                      bool all_logits, std::span<const int32_t> image_row,
-                                      std::span<const float> image_embeds) {
+                                      bool all_logits, std::span<const int32_t> image_row, const Tensor* image_embeds) {
   const auto n = static_cast<int64_t>(tokens.size());
-  const auto image_rows = static_cast<int64_t>(image_embeds.size()) / spec_.config.hidden;
-  StepGraph& step = step_graph(n, all_logits, image_row.empty() ? 0 : image_rows);
-  if (!image_row.empty()) {
-    std::memcpy(step.image_embeds.data(), image_embeds.data(), image_embeds.size_bytes());
+  const int64_t image_rows = image_row.empty() ? 0 : image_embeds->dim(0);
+  StepGraph& step = step_graph(n, all_logits, image_rows);
+  if (image_rows > 0) {
+    // The embeddings are read where they are: on the projector's device they cross to the text
+    // embedding's device by the scheduler's device-to-device copy (in place when it is the same).
+    step.inputs.insert_or_assign("image_embeds", *image_embeds);
     auto* rows = step.embed_rows.data_as<int32_t>();
     for (int64_t t = 0; t < n; ++t) {
       const int32_t r = image_row[static_cast<size_t>(t)];
@@ -238,6 +282,7 @@ std::vector<float> Session::eval_step(std::span<const int32_t> tokens, std::span
   Tensor into = Tensor::view(Storage::view(logits.data(), logits.size() * sizeof(float), nullptr), 0, out.dtype,
                              out.shape, out.name);
   executor_.run(step.graph, step.inputs, std::span<Tensor>(&into, 1));
+  if (image_rows > 0) step.inputs.erase("image_embeds");  // the session holds no image beyond its step
   record_peaks();
 
   n_past_ += n;

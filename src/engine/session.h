@@ -33,18 +33,26 @@ class Session {
 
   // GLM-4V: runs the vision tower and projector (graph of models/vision.h) on `pixels`, a host f32
   // tensor [images, channels, size, size]; returns the image embeddings [images * text_tokens,
-  // hidden] row-major. Error(Usage) for a model without vision or a wrong pixel shape.
+  // hidden] row-major, copied to host. Error(Usage) for a model without vision or a wrong pixel shape.
   std::vector<float> encode_images(const Tensor& pixels);
+  // The same, left on the projector's device (f32 [images * text_tokens, hidden]): handed to
+  // attach_images, they reach the text embedding's device by one device-to-device copy.
+  Tensor encode_images_on_device(const Tensor& pixels);
   // GLM-4V: eval with image embeddings spliced in: token t takes row image_row[t] of
   // `image_embeds` ([rows, hidden] row-major, from encode_images) when image_row[t] >= 0, else its
   // token embedding (tokens[t] must still be a valid id).
   std::vector<float> eval_with_images(std::span<const int32_t> tokens, std::span<const int32_t> positions,
                                       std::span<const int32_t> image_row, std::span<const float> image_embeds,
                                       bool all_logits = false);
+  // The same with the embeddings as a tensor f32 [rows, hidden], on host or on a device.
+  std::vector<float> eval_with_images(std::span<const int32_t> tokens, std::span<const int32_t> positions,
+                                      std::span<const int32_t> image_row, const Tensor& image_embeds,
+                                      bool all_logits = false);
   // GLM-4V: image embeddings (from encode_images) for the next eval(tokens), which expands its
   // begin-of-image spans into them at the session's next position (expand_image_prompt) and
   // consumes them, so callers that only feed ids (the generation loop) take images unchanged.
   void attach_images(std::vector<float> image_embeds, int64_t images);
+  void attach_images(Tensor image_embeds, int64_t images);  // from encode_images_on_device
   bool has_attached_images() const { return attached_images_ > 0; }
 
   int64_t n_past() const { return n_past_; }  // cache rows filled
@@ -71,18 +79,17 @@ class Session {
     int64_t image_rows = 0;  // > 0: the GLM-4V step taking image embeddings
     PreparedGraph graph;
     std::vector<int> attention_nodes;
-    Tensor tokens;        // [n_tokens] i32, rewritten every step
-    Tensor positions;     // [n_tokens] i32
-    Tensor image_embeds;  // [image_rows, hidden] f32 (image steps only)
-    Tensor embed_rows;    // [n_tokens] i32 (image steps only)
+    Tensor tokens;      // [n_tokens] i32, rewritten every step
+    Tensor positions;   // [n_tokens] i32
+    Tensor embed_rows;  // [n_tokens] i32 (image steps only)
     Executor::Inputs inputs;
   };
   StepGraph& step_graph(int64_t n_tokens, bool all_logits, int64_t image_rows = 0);
   std::vector<float> eval_step(std::span<const int32_t> tokens, std::span<const int32_t> positions, bool all_logits,
-                               std::span<const int32_t> image_row = {}, std::span<const float> image_embeds = {});
+                               std::span<const int32_t> image_row = {}, const Tensor* image_embeds = nullptr);
   std::vector<float> eval_chunked(std::span<const int32_t> tokens, std::span<const int32_t> positions,
-                                  std::span<const int32_t> image_row, std::span<const float> image_embeds,
-                                  bool all_logits);
+                                  std::span<const int32_t> image_row, const Tensor* image_embeds, bool all_logits);
+  PreparedGraph& vision_graph(const Tensor& pixels);  // checks the pixels' shape
   void record_peaks();
 
   const ModelSpec& spec_;
@@ -94,7 +101,7 @@ class Session {
   int64_t next_pos_ = 0;
   std::vector<std::unique_ptr<StepGraph>> step_graphs_;
   std::vector<std::pair<int64_t, std::unique_ptr<PreparedGraph>>> vision_graphs_;  // by image count
-  std::vector<float> attached_embeds_;                                             // for the next eval(tokens)
+  Tensor attached_embeds_;                                                         // for the next eval(tokens)
   int64_t attached_images_ = 0;
   std::vector<std::pair<std::string, size_t>> peaks_;  // device -> highest step peak  // the most recently used last
 };

@@ -187,14 +187,15 @@ void estimate_plan(Plan& plan, const ModelSpec& spec) {
   // of the largest size (a prefill chunk, per sequence), and with a vision tower the tower +
   // projector step at the most images and the prefill step that splices their embeddings in (all
   // image rows arrive at once). Per decoded token: the one-token step's device-to-device bytes.
-  const auto simulate = [&](const Graph& g) {
+  const auto simulate = [&](const Graph& g, const std::vector<std::pair<std::string, int>>& device_inputs = {}) {
     std::vector<int> module_device;
     for (const auto& name : g.modules()) {
       const int d = plan.device_index_of(name);
       if (d < 0) fail(ErrorKind::Internal, "graph module '{}' is not in the plan", name);
       module_device.push_back(d);
     }
-    return simulate_step_memory(g, module_device, static_cast<int>(plan.devices.size()), Allocator::kAlignment);
+    return simulate_step_memory(g, module_device, static_cast<int>(plan.devices.size()), Allocator::kAlignment,
+                                device_inputs);
   };
   const int64_t context = plan.limits.max_context;
   const StepShape largest_shape{plan.limits.largest_step(), 0, context, false};
@@ -205,8 +206,11 @@ void estimate_plan(Plan& plan, const ModelSpec& spec) {
   const VisionConfig& vision = spec.config.vision;
   if (vision.present() && vision.max_images > 0) {
     const StepMemory tower = simulate(build_vision_graph(spec, vision.max_images));
+    // The image embeddings stay on the projector's device from the tower's step until the prefill
+    // step that reads them.
     const StepMemory image_step =
-        simulate(build_decoder_graph_with_images(spec, largest_shape, vision.max_images * vision.text_tokens()));
+        simulate(build_decoder_graph_with_images(spec, largest_shape, vision.max_images * vision.text_tokens()),
+                 {{"image_embeds", plan.device_index_of(projector_module())}});
     for (size_t d = 0; d < plan.devices.size(); ++d) {
       plan.devices[d].vision_bytes = tower.peak_bytes[d];
       plan.devices[d].workspace_bytes =

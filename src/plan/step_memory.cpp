@@ -30,7 +30,7 @@ struct SimStep {
 }  // namespace
 
 StepMemory simulate_step_memory(const Graph& graph, const std::vector<int>& module_device, int n_devices,
-                                uint64_t alignment) {
+                                uint64_t alignment, const std::vector<std::pair<std::string, int>>& device_inputs) {
   const auto& values = graph.values();
   std::vector<int> home(values.size(), kHost);  // where each value lives before any copy
   for (size_t id = 0; id < values.size(); ++id) {
@@ -38,6 +38,16 @@ StepMemory simulate_step_memory(const Graph& graph, const std::vector<int>& modu
     if ((v.kind == ValueKind::Weight || v.kind == ValueKind::State) && v.module >= 0) {
       home[id] = module_device.at(static_cast<size_t>(v.module));
     }
+  }
+  std::vector<uint64_t> held(static_cast<size_t>(n_devices), 0);  // the caller's inputs, live throughout
+  for (const auto& [name, device] : device_inputs) {
+    const ValueId id = graph.find(name);
+    if (id == kNoValue || values[static_cast<size_t>(id)].kind != ValueKind::Input || device < 0 ||
+        device >= n_devices) {
+      fail(ErrorKind::Internal, "'{}' on device {} is not a graph input on a simulated device", name, device);
+    }
+    home[static_cast<size_t>(id)] = device;
+    held[static_cast<size_t>(device)] += allocation_bytes(values[static_cast<size_t>(id)], alignment);
   }
 
   // The scheduler's order: runs of consecutive nodes on one device ("splits"), each starting with
@@ -102,8 +112,8 @@ StepMemory simulate_step_memory(const Graph& graph, const std::vector<int>& modu
   }
 
   StepMemory out;
-  out.peak_bytes.assign(static_cast<size_t>(n_devices), 0);
-  std::vector<uint64_t> live(static_cast<size_t>(n_devices), 0);
+  out.peak_bytes = held;
+  std::vector<uint64_t> live = held;
   for (size_t i = 0; i < steps.size(); ++i) {
     const SimStep& s = steps[i];
     if (s.value != kNoValue && s.location != kHost) {

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph/graph.h"
@@ -24,8 +25,10 @@ struct StepMemory {
 
 // `module_device[m]` is the device index of graph module m (graph.modules()); every module a node
 // uses must have one in [0, n_devices). Allocations are rounded up to `alignment` bytes, as the
-// device allocator does.
+// device allocator does. `device_inputs` names inputs the caller already holds on a device (name,
+// device index): they count there for the whole step, are read in place by ops on that device and
+// copied device to device for the others (GLM-4V's image embeddings, kept on the projector's device).
 StepMemory simulate_step_memory(const Graph& graph, const std::vector<int>& module_device, int n_devices,
-                                uint64_t alignment);
+                                uint64_t alignment, const std::vector<std::pair<std::string, int>>& device_inputs = {});
 
 }  // namespace ferry

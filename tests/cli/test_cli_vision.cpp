@@ -135,7 +135,7 @@ TEST(CliVision, GenerateChatWithImageBuildsTheGoldenPromptAndContinuesAsTheGolde
 
 // `/image FILE` attaches a picture to the next message; the first reply is the golden continuation
 // (the same text `generate` streams for the golden ids), a bad image is reported and the chat goes
-// on, and a second image in a later turn is taken too.
+// on, and a second image is refused as GLM-4V refuses it (one image per conversation).
 TEST(CliVision, ChatTakesImagesForTheNextMessage) {
   testing::TempDir dir("cli_vision_chat");
   const std::string model = chat_ready_glm4v(dir);
@@ -154,9 +154,10 @@ TEST(CliVision, ChatTakesImagesForTheNextMessage) {
   ASSERT_GE(chat.out.size(), golden.out.size());
   EXPECT_EQ(chat.out.substr(0, golden.out.size()), golden.out);
   EXPECT_NE(chat.err.find("missing.png"), std::string::npos) << chat.err;
+  EXPECT_NE(chat.err.find("1 image(s) per conversation"), std::string::npos) << chat.err;
   // Two answered turns, the first evaluating the 13 golden ids. (The random-weight replies are not
   // valid UTF-8, so their text re-encodes differently and the second turn evaluates the whole
-  // conversation again, its two image spans taking both pictures.)
+  // conversation again, the image with it.)
   EXPECT_NE(chat.err.find("[13 new prompt tokens"), std::string::npos) << chat.err;
   size_t turns = 0;
   for (size_t at = chat.err.find("new prompt tokens"); at != std::string::npos;

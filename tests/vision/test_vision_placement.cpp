@@ -96,7 +96,7 @@ TEST_P(VisionPlacement, EveryStrategyOnTwoToFourDevicesMatchesOneDevice) {
       }
       Placed placed(ck, req);
       Session s(ck.spec, placed.placement, placed.weights, kContext, kChunk);
-      expect_same_run(testing::run_greedy(s, c, prompt, pixels, kSteps), reference);
+      expect_same_run(testing::run_greedy_on_device(s, prompt, pixels, kSteps), reference);
       expect_peaks_as_planned(placed, s);
     }
   }
@@ -135,9 +135,27 @@ TEST_P(VisionPlacement, TowerAloneOnItsDeviceAndTowerApartFromTheFirstLayers) {
       }
     }
     Session s(ck.spec, placed.placement, placed.weights, kContext, kChunk);
-    const testing::VisionRun run = testing::run_greedy(s, c, prompt, pixels, kSteps);
+    const testing::VisionRun run = testing::run_greedy_on_device(s, prompt, pixels, kSteps);
     expect_same_run(run, reference);
     expect_peaks_as_planned(placed, s);
+    // The image embeddings go from the projector's device to the text embedding's in one step
+    // (here: the whole prompt), device to device, never through host memory.
+    {
+      Session whole(ck.spec, placed.placement, placed.weights, kContext, kContext);
+      whole.attach_images(whole.encode_images_on_device(pixels), 1);
+      whole.eval(prompt);
+      const std::string projector = fmt::format("cpu:{}", placed.plan.device_index_of(projector_module()));
+      const std::string embed = fmt::format("cpu:{}", placed.plan.device_index_of(embed_module()));
+      std::vector<std::string> moves;
+      for (const auto& e : whole.last_stats().edges) {
+        if (e.value == "image_embeds") moves.push_back(e.from + "->" + e.to);
+      }
+      if (projector == embed) {
+        EXPECT_TRUE(moves.empty()) << "read in place on " << embed;
+      } else {
+        EXPECT_EQ(moves, std::vector<std::string>{projector + "->" + embed});
+      }
+    }
     // The tower's output reached the projector's device through the scheduler's copies.
     if (*pins[0] != *pins[1]) {
       s.encode_images(pixels);

@@ -78,6 +78,24 @@ inline VisionRun run_greedy(Session& s, const ModelConfig& config, const std::ve
   return r;
 }
 
+// The same as the CLI runs it: the embeddings stay on the projector's device and are attached to
+// the session, whose next eval expands the prompt's image span into them.
+inline VisionRun run_greedy_on_device(Session& s, const std::vector<int32_t>& prompt, const Tensor& pixels, int steps) {
+  VisionRun r;
+  Tensor embeds = s.encode_images_on_device(pixels);
+  EXPECT_NE(embeds.device(), nullptr) << "the image embeddings came back to host";
+  r.image_embeds.assign(embeds.data_as<float>(), embeds.data_as<float>() + embeds.shape().numel());
+  s.attach_images(std::move(embeds), 1);
+  std::vector<float> logits = s.eval(prompt);
+  for (int i = 0; i < steps; ++i) {
+    r.step_logits.push_back(logits);
+    const auto next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    r.tokens.push_back(next);
+    if (i + 1 < steps) logits = s.eval(std::vector<int32_t>{next});
+  }
+  return r;
+}
+
 // A golden model on one device.
 struct VisionModel {
   Checkpoint ckpt;
