@@ -62,19 +62,23 @@ struct VisionRun {
   std::vector<std::vector<float>> step_logits;  // logits of every greedy step
 };
 
-// The golden prompt with one image, then `steps` greedy tokens.
-inline VisionRun run_greedy(Session& s, const ModelConfig& config, const std::vector<int32_t>& prompt,
-                            const Tensor& pixels, int steps) {
-  VisionRun r;
-  r.image_embeds = s.encode_images(pixels);
-  const ImagePrompt p = expand_image_prompt(config.vision, prompt, 1);
-  std::vector<float> logits = s.eval_with_images(p.tokens, p.positions, p.image_row, r.image_embeds);
+// `steps` greedy tokens after the prompt's logits, into r.
+inline void continue_greedy(Session& s, std::vector<float> logits, int steps, VisionRun& r) {
   for (int i = 0; i < steps; ++i) {
     r.step_logits.push_back(logits);
     const auto next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     r.tokens.push_back(next);
     if (i + 1 < steps) logits = s.eval(std::vector<int32_t>{next});
   }
+}
+
+// The golden prompt with one image, then `steps` greedy tokens.
+inline VisionRun run_greedy(Session& s, const ModelConfig& config, const std::vector<int32_t>& prompt,
+                            const Tensor& pixels, int steps) {
+  VisionRun r;
+  r.image_embeds = s.encode_images(pixels);
+  const ImagePrompt p = expand_image_prompt(config.vision, prompt, 1);
+  continue_greedy(s, s.eval_with_images(p.tokens, p.positions, p.image_row, r.image_embeds), steps, r);
   return r;
 }
 
@@ -86,13 +90,7 @@ inline VisionRun run_greedy_on_device(Session& s, const std::vector<int32_t>& pr
   EXPECT_NE(embeds.device(), nullptr) << "the image embeddings came back to host";
   r.image_embeds.assign(embeds.data_as<float>(), embeds.data_as<float>() + embeds.shape().numel());
   s.attach_images(std::move(embeds), 1);
-  std::vector<float> logits = s.eval(prompt);
-  for (int i = 0; i < steps; ++i) {
-    r.step_logits.push_back(logits);
-    const auto next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    r.tokens.push_back(next);
-    if (i + 1 < steps) logits = s.eval(std::vector<int32_t>{next});
-  }
+  continue_greedy(s, s.eval(prompt), steps, r);
   return r;
 }
 
