@@ -57,6 +57,14 @@ Plan plan_for(const ModelSpec& spec, const PlacementOptions& o, const RunLimits&
       fail(ErrorKind::Usage, "--plan replays a saved plan with its own devices; drop --devices/--device-map");
     }
     Plan plan = plan_from_json(read_json_file(o.plan_file, ErrorKind::Format), spec, o.plan_file);
+    // Its figures hold only for what the engine runs: weights as stored, an f32 KV cache.
+    if (plan.limits.weight_dtype || plan.limits.kv_dtype != DType::F32) {
+      fail(ErrorKind::Usage,
+           "{} was planned for {} weights and a {} KV cache, which ferry plans but does not run yet (weights load as "
+           "stored, the KV cache is f32); save a plan without --dtype/--kv-dtype to replay it",
+           o.plan_file, plan.limits.weight_dtype ? dtype_name(*plan.limits.weight_dtype) : "stored",
+           dtype_name(plan.limits.kv_dtype));
+    }
     PlanRequest request{plan.devices.empty() ? std::vector<DeviceSpec>{} : std::vector<DeviceSpec>{},
                         plan.limits,
                         Strategy::Custom,

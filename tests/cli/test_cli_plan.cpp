@@ -108,6 +108,15 @@ TEST(CliPlan, SaveReplayAndExportAccelerate) {
   EXPECT_EQ(b["devices"][1]["copies"], 1) << "the hidden state crosses once per decoded token";
   // --plan with --devices is a usage error.
   EXPECT_EQ(run_ferry(gen + " --plan " + saved + " --devices cpu:0").exit_code, 1);
+  // A plan for q8_0 weights is not replayed by a run that would load them as stored.
+  const std::string quantized = dir.str() + "/q8.json";
+  ASSERT_EQ(
+      run_ferry("plan --model " + model + " --devices cpu:0,cpu:1 --ctx 64 --dtype q8_0 --save " + quantized).exit_code,
+      0);
+  const auto refused = run_ferry(gen + " --plan " + quantized);
+  EXPECT_EQ(refused.exit_code, 1);
+  EXPECT_NE(refused.err.find("q8_0"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("without --dtype"), std::string::npos) << refused.err;
   // The accelerate export names every module with transformers' names.
   const auto exp = run_ferry("plan --model " + model + " --devices cpu:0,cpu:1 --ctx 64 --export accelerate");
   ASSERT_EQ(exp.exit_code, 0) << exp.err;
