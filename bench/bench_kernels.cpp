@@ -109,6 +109,29 @@ void BM_AttentionDecode(benchmark::State& state) {
   state.SetLabel(kernels::simd_level());
 }
 
+// The same gemv with the weights resident in L2 (one small matrix, read again and again): the rate
+// the inner loop computes at when memory is not the limit. Decode can only be memory-bound if this
+// ceiling is well above the read bandwidth; compare its bytes/s with BM_ReadBandwidth. CPU time,
+// so another process on the core does not count.
+void BM_GemvInCache(benchmark::State& state) {
+  const auto dtype = static_cast<DType>(state.range(0));
+  constexpr int64_t N = 256;
+  constexpr int64_t K = 1024;
+  ThreadPool pool(1);
+  Tensor source = random_f32(Shape{N, K}, 1);
+  Tensor w = Tensor::host(dtype, Shape{N, K});
+  kernels::from_f32(source, w, pool);
+  Tensor x = random_f32(Shape{1, K}, 2);
+  Tensor y = Tensor::host(DType::F32, Shape{1, N});
+  for (auto _ : state) {
+    kernels::matmul(x, w, nullptr, y, pool);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(w.nbytes()) * static_cast<int64_t>(state.iterations()));
+  state.SetLabel(std::string(dtype_name(dtype)) + " " + kernels::simd_level());
+}
+
 void BM_ReadBandwidth(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(0));
   ThreadPool pool(threads);
@@ -133,6 +156,10 @@ BENCHMARK(BM_Gemv)
     ->ArgNames({"dtype", "N", "K", "threads"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GemvInCache)
+    ->DenseRange(static_cast<int64_t>(DType::F32), static_cast<int64_t>(DType::Q4_0))
+    ->ArgName("dtype")
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Prefill)
     ->ArgsProduct({{static_cast<int64_t>(DType::BF16), static_cast<int64_t>(DType::Q8_0)}, {1, 2}})
     ->ArgNames({"dtype", "threads"})
