@@ -27,7 +27,37 @@ Q8Activations q8_0_activations_from_env() {
 
 // -1: not chosen yet (read from the environment at first use).
 std::atomic<int> g_q8_0_activations{-1};
+
+GemvPrefetch gemv_prefetch_default() {
+  const char* env = std::getenv("FERRY_GEMV_PREFETCH");
+  if (env != nullptr && *env != '\0') {
+    if (std::string_view(env) == "on") return GemvPrefetch::On;
+    if (std::string_view(env) == "off") return GemvPrefetch::Off;
+    fail(ErrorKind::Usage, "FERRY_GEMV_PREFETCH is '{}': use on or off", env);
+  }
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  return __builtin_cpu_is("intel") ? GemvPrefetch::On : GemvPrefetch::Off;
+#else
+  return GemvPrefetch::Off;
+#endif
+}
+
+std::atomic<int> g_gemv_prefetch{-1};  // -1: not chosen yet
 }  // namespace
+
+void set_gemv_prefetch(GemvPrefetch mode) {
+  g_gemv_prefetch.store(static_cast<int>(mode), std::memory_order_relaxed);
+}
+
+GemvPrefetch gemv_prefetch() {
+  int mode = g_gemv_prefetch.load(std::memory_order_relaxed);
+  if (mode < 0) {
+    const int chosen = static_cast<int>(gemv_prefetch_default());
+    g_gemv_prefetch.compare_exchange_strong(mode, chosen, std::memory_order_relaxed);
+    mode = g_gemv_prefetch.load(std::memory_order_relaxed);
+  }
+  return static_cast<GemvPrefetch>(mode);
+}
 
 void set_q8_0_activations(Q8Activations mode) {
   g_q8_0_activations.store(static_cast<int>(mode), std::memory_order_relaxed);
@@ -93,6 +123,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
   args.y = y.data_as<float>();
   args.y_stride = N;
   args.f16_table = cpu::f16_table();
+  args.prefetch = gemv_prefetch() == GemvPrefetch::On;
   if (args.M == 0 || N == 0) return;
   if (K == 0) {  // empty sums
     for (int64_t m = 0; m < args.M; ++m) {

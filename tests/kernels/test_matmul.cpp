@@ -174,6 +174,27 @@ TEST(Matmul, ResultDoesNotDependOnThreadsOrBatchRows) {
   }
 }
 
+// Software prefetch in decode's gemv is a speed choice per CPU: it must never change a result.
+TEST(Matmul, GemvPrefetchOnOrOffGivesIdenticalResults) {
+  SimdLevelGuard guard;
+  const kernels::GemvPrefetch saved = kernels::gemv_prefetch();
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    for (DType dtype : kWeightTypes) {
+      // Long enough for prefetched rows: 8 streams of several rows each.
+      const int64_t K = 96, N = 8 * 7 + 3;
+      Tensor x = f32_tensor(Shape{1, K}, random_floats(static_cast<size_t>(K), 12), "x");
+      Tensor w = random_weight(dtype, N, K, 13);
+      kernels::set_gemv_prefetch(kernels::GemvPrefetch::On);
+      const auto on = run_matmul(x, w, nullptr, 2);
+      kernels::set_gemv_prefetch(kernels::GemvPrefetch::Off);
+      const auto off = run_matmul(x, w, nullptr, 2);
+      EXPECT_EQ(on, off) << dtype_name(dtype) << " " << level;
+    }
+  }
+  kernels::set_gemv_prefetch(saved);
+}
+
 TEST(Matmul, Q8ActivationsChangeOnlyQ8Weights) {
   // The mode rounds x only against q8_0 weights; there it changes the result by about the rounding
   // of x (so the mode is really applied), elsewhere not at all.

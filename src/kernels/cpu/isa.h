@@ -30,6 +30,7 @@ struct MatmulArgs {
   // The weights then meet x in exact integer dot products, a block at a time.
   const int16_t* xq = nullptr;
   const float* xq_scale = nullptr;
+  bool prefetch = true;  // decode (M = 1): prefetch each weight stream's next rows (kernels.h gemv_prefetch)
 };
 
 // One query token of up to kMaxHeads query heads that share one kv head (GQA/MQA), against cache

@@ -202,14 +202,15 @@ void matmul_rows(const MatmulArgs& a, int64_t m_begin, int64_t m_end, int64_t n0
 // rows from NR equal parts of [n_begin, n_end), tile i rows i, i + part, i + 2 part, ...: the tiles
 // then read NR long sequential streams, which the hardware prefetcher follows, where NR adjacent
 // rows would be NR streams of a row each (a few KiB), ended before the prefetcher has ramped up.
-// Each stream also prefetches its own weights kPrefetchRows rows ahead.
+// Each stream also prefetches its own weights kPrefetchRows rows ahead (when a.prefetch: some CPUs'
+// own prefetchers do better without).
 template <class S, DType T, int NR, int MR_MAX>
 void matmul_typed(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   static_assert(MR_MAX >= 1 && MR_MAX <= 4, "row tiles of 1 to 4");
   if (a.M == 1) {
     constexpr int64_t kPrefetchRows = 2;
     const int64_t part = (n_end - n_begin) / NR;
-    const size_t ahead = static_cast<size_t>(kPrefetchRows) * a.w_row_bytes;
+    const size_t ahead = a.prefetch ? static_cast<size_t>(kPrefetchRows) * a.w_row_bytes : 0;
     for (int64_t i = 0; i < part; ++i) {
       matmul_tile<S, T, 1, NR>(a, 0, n_begin + i, part, i + kPrefetchRows < part ? ahead : 0);
     }
