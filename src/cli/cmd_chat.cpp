@@ -50,7 +50,6 @@ bool starts_with(const std::vector<int32_t>& ids, const std::vector<int32_t>& pr
 struct ConversationImages {
   std::vector<RgbImage> given;
   std::optional<RgbImage> pending;  // for the next user message
-  std::string pending_name;
 };
 
 int64_t count_image_spans(const std::vector<int32_t>& ids, const VisionConfig& v) {
@@ -80,7 +79,6 @@ int run_chat(const ChatArgs& a) {
     if (!config.vision.present())
       fail(ErrorKind::Usage, "--image: {} has no vision tower, it takes no images", a.run.model);
     images.pending = std::move(first_image);
-    images.pending_name = a.image;
   }
 
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
@@ -107,7 +105,6 @@ int run_chat(const ChatArgs& a) {
                config.vision.max_images);
         }
         images.pending = load_image(path);
-        images.pending_name = path;
         if (!a.run.quiet) fmt::print(stderr, "[image {} attached to your next message]\n", path);
       } catch (const Error& e) {
         fmt::print(stderr, "error: {}\n", e.what());

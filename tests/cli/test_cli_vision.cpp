@@ -155,6 +155,11 @@ TEST(CliVision, ChatTakesImagesForTheNextMessage) {
   EXPECT_EQ(chat.out.substr(0, golden.out.size()), golden.out);
   EXPECT_NE(chat.err.find("missing.png"), std::string::npos) << chat.err;
   EXPECT_NE(chat.err.find("1 image(s) per conversation"), std::string::npos) << chat.err;
+  // --image gives the first message its picture: the same golden reply.
+  const auto first = testing::run_ferry(
+      "chat -q --model " + model + " --temperature 0 --max-tokens " + n + " --image " + chelsea(), "What?\n");
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(first.out, golden.out);
   // Two answered turns, the first evaluating the 13 golden ids. (The random-weight replies are not
   // valid UTF-8, so their text re-encodes differently and the second turn evaluates the whole
   // conversation again, the image with it.)
