@@ -25,9 +25,6 @@ Q8Activations q8_0_activations_from_env() {
   fail(ErrorKind::Usage, "FERRY_Q8_ACTIVATIONS is '{}': use f32 or q8_0", env);
 }
 
-// -1: not chosen yet (read from the environment at first use).
-std::atomic<int> g_q8_0_activations{-1};
-
 GemvPrefetch gemv_prefetch_default() {
   const char* env = std::getenv("FERRY_GEMV_PREFETCH");
   if (env != nullptr && *env != '\0') {
@@ -42,35 +39,37 @@ GemvPrefetch gemv_prefetch_default() {
 #endif
 }
 
-std::atomic<int> g_gemv_prefetch{-1};  // -1: not chosen yet
-}  // namespace
-
-void set_gemv_prefetch(GemvPrefetch mode) {
-  g_gemv_prefetch.store(static_cast<int>(mode), std::memory_order_relaxed);
-}
-
-GemvPrefetch gemv_prefetch() {
-  int mode = g_gemv_prefetch.load(std::memory_order_relaxed);
+// A process-wide mode kept as an int, -1 until chosen: `choose()` decides at first use unless a
+// setter came first.
+template <typename Mode, typename Choose>
+Mode mode_of(std::atomic<int>& slot, Choose choose) {
+  int mode = slot.load(std::memory_order_relaxed);
   if (mode < 0) {
-    const int chosen = static_cast<int>(gemv_prefetch_default());
-    g_gemv_prefetch.compare_exchange_strong(mode, chosen, std::memory_order_relaxed);
-    mode = g_gemv_prefetch.load(std::memory_order_relaxed);
+    const int chosen = static_cast<int>(choose());
+    slot.compare_exchange_strong(mode, chosen, std::memory_order_relaxed);
+    mode = slot.load(std::memory_order_relaxed);
   }
-  return static_cast<GemvPrefetch>(mode);
+  return static_cast<Mode>(mode);
 }
+
+std::atomic<int> g_q8_0_activations{-1};
+std::atomic<int> g_gemv_prefetch{-1};
+}  // namespace
 
 void set_q8_0_activations(Q8Activations mode) {
   g_q8_0_activations.store(static_cast<int>(mode), std::memory_order_relaxed);
 }
 
 Q8Activations q8_0_activations() {
-  int mode = g_q8_0_activations.load(std::memory_order_relaxed);
-  if (mode < 0) {
-    const int chosen = static_cast<int>(q8_0_activations_from_env());
-    g_q8_0_activations.compare_exchange_strong(mode, chosen, std::memory_order_relaxed);
-    mode = g_q8_0_activations.load(std::memory_order_relaxed);
-  }
-  return static_cast<Q8Activations>(mode);
+  return mode_of<Q8Activations>(g_q8_0_activations, q8_0_activations_from_env);
+}
+
+void set_gemv_prefetch(GemvPrefetch mode) {
+  g_gemv_prefetch.store(static_cast<int>(mode), std::memory_order_relaxed);
+}
+
+GemvPrefetch gemv_prefetch() {
+  return mode_of<GemvPrefetch>(g_gemv_prefetch, gemv_prefetch_default);
 }
 
 void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, ThreadPool& pool) {
