@@ -348,19 +348,22 @@ std::unordered_map<std::string, Tensor> Executor::run(const Graph& graph, const 
   PreparedGraph prepared(graph);
   check_inputs(graph, prepared.inputs_, inputs);
   // Each output that lives on a device gets a host tensor for its copy (the first time it is listed);
-  // an output that is an input needs no copy.
+  // an output that is a host input needs no copy.
   const auto& ids = graph.outputs();
+  const auto host_input = [&](const Value& v) {
+    return v.kind == ValueKind::Input && inputs.at(v.name).device() == nullptr;
+  };
   std::vector<Tensor> outputs(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     const Value& v = graph.value(ids[i]);
     const bool first = std::find(ids.begin(), ids.end(), ids[i]) - ids.begin() == static_cast<std::ptrdiff_t>(i);
-    if (first && v.kind != ValueKind::Input) outputs[i] = Tensor::host(v.dtype, v.shape, v.name);
+    if (first && !host_input(v)) outputs[i] = Tensor::host(v.dtype, v.shape, v.name);
   }
   execute(prepared, inputs, outputs, true);
   std::unordered_map<std::string, Tensor> results;
   for (size_t i = 0; i < ids.size(); ++i) {
     const Value& v = graph.value(ids[i]);
-    results.emplace(v.name, v.kind == ValueKind::Input ? inputs.at(v.name) : outputs[i]);  // keeps the first
+    results.emplace(v.name, host_input(v) ? inputs.at(v.name) : outputs[i]);  // keeps the first
   }
   return results;
 }

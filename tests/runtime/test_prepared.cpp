@@ -228,4 +228,13 @@ TEST(PreparedTwoModules, FillsOutputsThatAreInputsOrRepeats) {
   const int32_t* got_ids = outs[1].data_as<int32_t>();
   EXPECT_EQ(std::vector<int32_t>(got_ids, got_ids + 4), ids);
   EXPECT_EQ(exec.stats().copies, 5u);
+
+  // An input supplied on a device comes back to host through a counted copy, like any output.
+  Tensor device_ids = Tensor::empty(d0, DType::I32, Shape{4});
+  std::copy(ids.begin(), ids.end(), device_ids.data_as<int32_t>());
+  const auto from_device = exec.run(g, {{"ids", device_ids}, {"positions", inputs.at("positions")}});
+  EXPECT_EQ(from_device.at("ids").device(), nullptr);
+  const int32_t* back = from_device.at("ids").data_as<int32_t>();
+  EXPECT_EQ(std::vector<int32_t>(back, back + 4), ids);
+  expect_close(from_device.at("b.out"), naive_two_module(w, ids, {0, 1, 2, 5}), 1e-4);
 }
