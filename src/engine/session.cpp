@@ -281,8 +281,13 @@ std::vector<float> Session::eval_step(std::span<const int32_t> tokens, std::span
   std::vector<float> logits(static_cast<size_t>(out.shape.numel()));
   Tensor into = Tensor::view(Storage::view(logits.data(), logits.size() * sizeof(float), nullptr), 0, out.dtype,
                              out.shape, out.name);
-  executor_.run(step.graph, step.inputs, std::span<Tensor>(&into, 1));
-  if (image_rows > 0) step.inputs.erase("image_embeds");  // the session holds no image beyond its step
+  try {
+    executor_.run(step.graph, step.inputs, std::span<Tensor>(&into, 1));
+  } catch (...) {
+    step.inputs.erase("image_embeds");
+    throw;
+  }
+  step.inputs.erase("image_embeds");  // the session holds no image beyond its step
   record_peaks();
 
   n_past_ += n;
