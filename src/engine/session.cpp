@@ -197,30 +197,27 @@ PreparedGraph& Session::vision_graph(const Tensor& pixels) {
   return *it->second;
 }
 
-std::vector<float> Session::encode_images(const Tensor& pixels) {
-  PreparedGraph& graph = vision_graph(pixels);
-  const VisionConfig& v = spec_.config.vision;
-  const int64_t images = pixels.dim(0);
-  const std::vector<int32_t> ids = vision_positions(v, images);
+Executor::Inputs Session::vision_inputs(const Tensor& pixels) const {
+  const std::vector<int32_t> ids = vision_positions(spec_.config.vision, pixels.dim(0));
   Tensor positions = Tensor::host(DType::I32, Shape{static_cast<int64_t>(ids.size())}, "vision_positions");
   std::memcpy(positions.data(), ids.data(), ids.size() * sizeof(int32_t));
-  const Executor::Inputs inputs{{"pixels", pixels}, {"vision_positions", positions}};
+  return {{"pixels", pixels}, {"vision_positions", positions}};
+}
+
+std::vector<float> Session::encode_images(const Tensor& pixels) {
+  PreparedGraph& graph = vision_graph(pixels);
   const Value& out = graph.graph().value(graph.graph().outputs()[0]);
   std::vector<float> embeds(static_cast<size_t>(out.shape.numel()));
   Tensor into = Tensor::view(Storage::view(embeds.data(), embeds.size() * sizeof(float), nullptr), 0, out.dtype,
                              out.shape, out.name);
-  executor_.run(graph, inputs, std::span<Tensor>(&into, 1));
+  executor_.run(graph, vision_inputs(pixels), std::span<Tensor>(&into, 1));
   record_peaks();
   return embeds;
 }
 
 Tensor Session::encode_images_on_device(const Tensor& pixels) {
   PreparedGraph& graph = vision_graph(pixels);
-  const std::vector<int32_t> ids = vision_positions(spec_.config.vision, pixels.dim(0));
-  Tensor positions = Tensor::host(DType::I32, Shape{static_cast<int64_t>(ids.size())}, "vision_positions");
-  std::memcpy(positions.data(), ids.data(), ids.size() * sizeof(int32_t));
-  std::vector<Tensor> out =
-      executor_.run_outputs_on_device(graph, {{"pixels", pixels}, {"vision_positions", positions}});
+  std::vector<Tensor> out = executor_.run_outputs_on_device(graph, vision_inputs(pixels));
   record_peaks();
   return std::move(out.at(0));
 }
@@ -281,13 +278,18 @@ std::vector<float> Session::eval_step(std::span<const int32_t> tokens, std::span
   std::vector<float> logits(static_cast<size_t>(out.shape.numel()));
   Tensor into = Tensor::view(Storage::view(logits.data(), logits.size() * sizeof(float), nullptr), 0, out.dtype,
                              out.shape, out.name);
-  try {
+  if (image_rows == 0) {
     executor_.run(step.graph, step.inputs, std::span<Tensor>(&into, 1));
-  } catch (...) {
+  } else {
+    // The session holds no image beyond its step, even one that throws.
+    try {
+      executor_.run(step.graph, step.inputs, std::span<Tensor>(&into, 1));
+    } catch (...) {
+      step.inputs.erase("image_embeds");
+      throw;
+    }
     step.inputs.erase("image_embeds");
-    throw;
   }
-  step.inputs.erase("image_embeds");  // the session holds no image beyond its step
   record_peaks();
 
   n_past_ += n;

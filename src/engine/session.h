@@ -89,7 +89,8 @@ class Session {
                                std::span<const int32_t> image_row = {}, const Tensor* image_embeds = nullptr);
   std::vector<float> eval_chunked(std::span<const int32_t> tokens, std::span<const int32_t> positions,
                                   std::span<const int32_t> image_row, const Tensor* image_embeds, bool all_logits);
-  PreparedGraph& vision_graph(const Tensor& pixels);  // checks the pixels' shape
+  PreparedGraph& vision_graph(const Tensor& pixels);           // checks the pixels' shape
+  Executor::Inputs vision_inputs(const Tensor& pixels) const;  // pixels and their positions
   void record_peaks();
 
   const ModelSpec& spec_;

@@ -23,7 +23,6 @@ struct ExecutablePlan {
   bool dropped_device_copies = false;
   std::vector<Device*> input_homes;  // by ValueId: where the run's inputs were supplied (nullptr: host)
   bool outputs_to_host = true;
-  std::vector<int32_t> output_slots;  // by output position, when outputs stay on their devices
 
   Schedule schedule;
   RunPlan run;
@@ -166,6 +165,15 @@ std::vector<Device*> input_homes_of(const Graph& graph, const std::vector<ValueI
   return homes;
 }
 
+// Whether the supplied inputs are where a plan expects them (checked every run, without allocating).
+bool inputs_where_planned(const Graph& graph, const std::vector<ValueId>& input_values, const Executor::Inputs& inputs,
+                          const std::vector<Device*>& planned) {
+  for (ValueId id : input_values) {
+    if (inputs.at(graph.value(id).name).device() != planned[static_cast<size_t>(id)]) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Executor::Executor(Placement placement, const WeightStore& weights, StateStore& states)
@@ -204,10 +212,6 @@ std::shared_ptr<ExecutablePlan> Executor::make_plan(const Graph& graph, std::vec
   }
   p->run = plan_run(graph, std::move(steps), p->schedule.homes, !outputs_to_host);
   const RunPlan& run = p->run;
-  if (!outputs_to_host) {
-    for (ValueId id : graph.outputs())
-      p->output_slots.push_back(output_slot(run, id, p->schedule.homes[static_cast<size_t>(id)]));
-  }
 
   p->held.resize(run.slots.size());
   p->tensor.resize(run.slots.size());
@@ -250,10 +254,9 @@ std::shared_ptr<ExecutablePlan> Executor::make_plan(const Graph& graph, std::vec
 void Executor::execute(PreparedGraph& prepared, const Inputs& inputs, std::span<Tensor> outputs, bool outputs_to_host) {
   const Graph& graph = prepared.graph_;
   bool planned = false;
-  std::vector<Device*> input_homes = input_homes_of(graph, prepared.inputs_, inputs);
-  if (!prepared.plan_ || !is_current(*prepared.plan_) || prepared.plan_->input_homes != input_homes ||
-      prepared.plan_->outputs_to_host != outputs_to_host) {
-    prepared.plan_ = make_plan(graph, std::move(input_homes), outputs_to_host);
+  if (!prepared.plan_ || !is_current(*prepared.plan_) || prepared.plan_->outputs_to_host != outputs_to_host ||
+      !inputs_where_planned(graph, prepared.inputs_, inputs, prepared.plan_->input_homes)) {
+    prepared.plan_ = make_plan(graph, input_homes_of(graph, prepared.inputs_, inputs), outputs_to_host);
     planned = true;
   }
   ExecutablePlan& p = *prepared.plan_;
@@ -315,18 +318,22 @@ void Executor::execute(PreparedGraph& prepared, const Inputs& inputs, std::span<
       const auto& ids = graph.outputs();
       for (size_t i = 0; i < ids.size(); ++i) {
         const Value& v = graph.value(ids[i]);
-        const int32_t slot = p.output_slots[i];
+        const int32_t slot = p.run.output_slots[i];
+        const Tensor* stored = v.kind == ValueKind::Weight  ? weights_.find(v.name)
+                               : v.kind == ValueKind::State ? states_.find(v.name)
+                                                            : nullptr;
         if (v.kind == ValueKind::Input) {
           outputs[i] = inputs.at(v.name);
         } else if (slot != kNoSlot) {
-          outputs[i] = *p.tensor[static_cast<size_t>(slot)];
+          outputs[i] = p.held[static_cast<size_t>(slot)];
+        } else if (stored != nullptr) {
+          outputs[i] = *stored;
         } else {
           fail(ErrorKind::Usage, "graph output '{}' is not loaded", v.name);
         }
       }
-      for (int32_t slot : p.output_slots) {
-        if (slot != kNoSlot && p.run.slots[static_cast<size_t>(slot)].kind == SlotKind::Produced)
-          p.held[static_cast<size_t>(slot)] = Tensor();
+      for (int32_t slot : p.run.output_slots) {
+        if (slot != kNoSlot) p.held[static_cast<size_t>(slot)] = Tensor();
       }
     }
   } catch (...) {

@@ -95,9 +95,10 @@ RunPlan plan_run(const Graph& graph, std::vector<ScheduleStep> steps, const std:
   std::vector<bool> kept(plan.slots.size(), false);
   if (keep_outputs) {
     for (ValueId id : graph.outputs()) {
-      const int32_t slot = table.find(id, homes[static_cast<size_t>(id)]);
-      if (slot != kNoSlot && plan.slots[static_cast<size_t>(slot)].kind == SlotKind::Produced)
-        kept[static_cast<size_t>(slot)] = true;
+      int32_t slot = table.find(id, homes[static_cast<size_t>(id)]);
+      if (slot != kNoSlot && plan.slots[static_cast<size_t>(slot)].kind != SlotKind::Produced) slot = kNoSlot;
+      if (slot != kNoSlot) kept[static_cast<size_t>(slot)] = true;
+      plan.output_slots.push_back(slot);
     }
   }
   for (size_t s = 0; s < plan.slots.size(); ++s) {
@@ -105,13 +106,6 @@ RunPlan plan_run(const Graph& graph, std::vector<ScheduleStep> steps, const std:
     plan.step_slots[last_use[s]].release_after.push_back(static_cast<int32_t>(s));
   }
   return plan;
-}
-
-int32_t output_slot(const RunPlan& plan, ValueId value, Device* home) {
-  for (size_t s = 0; s < plan.slots.size(); ++s) {
-    if (plan.slots[s].value == value && plan.slots[s].location == home) return static_cast<int32_t>(s);
-  }
-  return kNoSlot;
 }
 
 }  // namespace ferry

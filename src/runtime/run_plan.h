@@ -38,6 +38,9 @@ struct RunPlan {
   std::vector<ScheduleStep> steps;  // what runs, in order
   std::vector<Slot> slots;
   std::vector<StepSlots> step_slots;  // one per step
+  // With keep_outputs: by position in graph.outputs(), the slot holding that output where it was
+  // made (kNoSlot for an output the run does not produce: an input or a stored tensor).
+  std::vector<int32_t> output_slots;
 };
 
 // `steps` are a schedule's steps (possibly with copies left out, see
@@ -47,8 +50,5 @@ struct RunPlan {
 // produced by the run are never released: the caller takes them after the run.
 RunPlan plan_run(const Graph& graph, std::vector<ScheduleStep> steps, const std::vector<Device*>& homes,
                  bool keep_outputs = false);
-
-// The slot holding graph output `value` at its home after a run planned with keep_outputs.
-int32_t output_slot(const RunPlan& plan, ValueId value, Device* home);
 
 }  // namespace ferry
