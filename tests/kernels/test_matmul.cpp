@@ -350,7 +350,7 @@ TEST(Matmul, Q8ActivationRoundingIsGgufsAtEveryLevel) {
   odd[40] = INFINITY;
   odd[70] = -INFINITY;
   odd[71] = NAN;
-  std::vector<int16_t> odd_scalar(odd.size()), q(x.size()), odd_q(odd.size());
+  std::vector<int8_t> odd_scalar(odd.size()), q(x.size()), odd_q(odd.size());
   std::vector<float> odd_scalar_scale(3), scale(x.size() / 32), odd_scale(3);
   kernels::set_simd_level("scalar");
   kernels::cpu::active_isa().quantize_row_q8_0(odd.data(), 96, odd_scalar.data(), odd_scalar_scale.data());

@@ -68,17 +68,16 @@ struct Avx2 {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
   }
 
-  struct WQ {  // a q8_0 block's 32 quants as int16
-    __m256i lo, hi;
-  };
-  static WQ widen_q8(const uint8_t* qs) {
-    return {_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs))),
-            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16)))};
-  }
-  static V madd_block(const WQ& w, const int16_t* x) {
-    const __m256i lo = _mm256_madd_epi16(w.lo, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
-    const __m256i hi = _mm256_madd_epi16(w.hi, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + 16)));
-    return _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi));
+  // A block of x rounded to q8_0: its 32 quants as they are.
+  using XQ = __m256i;
+  static XQ load_xq(const int8_t* x) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)); }
+  // The q8_0 weight quants at w against x's: the block's integer products summed in fours, as f32
+  // lanes (exact: far below 2^24). vpmaddubsw multiplies unsigned by signed bytes, so the weights'
+  // signs move onto x first; |w| * |x| <= 127 * 127 keeps its pairwise int16 sums from saturating.
+  static V dot_q8(const uint8_t* w, XQ x) {
+    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(x, wq));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
 
   // Chunk c of a row: elements [8c, 8c + 8). Plain types only.
@@ -127,9 +126,9 @@ struct Avx2 {
   }
 };
 
-// As quantize_row_q8_0_i16: amax / 127 as the step, x / step rounded half away from zero (the
+// As quantize_row_q8_0_split: amax / 127 as the step, x / step rounded half away from zero (the
 // vector round goes to even; ties it took toward zero are moved out), NaN to 0.
-void quantize_row_q8_0_avx2(const float* x, int64_t n, int16_t* q, float* scale) {
+void quantize_row_q8_0_avx2(const float* x, int64_t n, int8_t* q, float* scale) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / 32; ++b) {
     __m256 v[4];
@@ -156,8 +155,8 @@ void quantize_row_q8_0_avx2(const float* x, int64_t n, int16_t* q, float* scale)
       const __m256 in_range = _mm256_and_ps(_mm256_cmp_ps(r, _mm256_set1_ps(-127.0f), _CMP_GE_OQ),
                                             _mm256_cmp_ps(r, _mm256_set1_ps(127.0f), _CMP_LE_OQ));
       const __m256i i32 = _mm256_cvtps_epi32(_mm256_and_ps(r, in_range));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + part * 8),
-                       _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1)));
+      const __m128i i16 = _mm_packs_epi32(_mm256_castsi256_si128(i32), _mm256_extracti128_si256(i32, 1));
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(q + b * 32 + part * 8), _mm_packs_epi16(i16, i16));
     }
   }
 }

@@ -74,12 +74,16 @@ struct Avx512 {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
   }
 
-  using WQ = __m512i;  // a q8_0 block's 32 quants as int16
-  static WQ widen_q8(const uint8_t* qs) {
-    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs)));
+  // A block of x rounded to q8_0, its 32 quants widened to int16 (once per block, for every row).
+  using XQ = __m512i;
+  static XQ load_xq(const int8_t* x) {
+    return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)));
   }
-  static V madd_block(WQ w, const int16_t* x) {
-    return _mm512_cvtepi32_ps(_mm512_madd_epi16(w, _mm512_loadu_si512(x)));
+  // The q8_0 weight quants at w against x's: the block's integer products summed in pairs, as f32
+  // lanes (exact: far below 2^24).
+  static V dot_q8(const uint8_t* w, XQ x) {
+    const __m512i wq = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
+    return _mm512_cvtepi32_ps(_mm512_madd_epi16(wq, x));
   }
 
   static V widen_bf16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
@@ -131,9 +135,9 @@ struct Avx512 {
   }
 };
 
-// As quantize_row_q8_0_i16: amax / 127 as the step, x / step rounded half away from zero (the
+// As quantize_row_q8_0_split: amax / 127 as the step, x / step rounded half away from zero (the
 // vector round goes to even; ties it took toward zero are moved out), NaN to 0.
-void quantize_row_q8_0_avx512(const float* x, int64_t n, int16_t* q, float* scale) {
+void quantize_row_q8_0_avx512(const float* x, int64_t n, int8_t* q, float* scale) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / 32; ++b) {
     const __m512 v[2] = {_mm512_loadu_ps(x + b * 32), _mm512_loadu_ps(x + b * 32 + 16)};
@@ -154,8 +158,7 @@ void quantize_row_q8_0_avx512(const float* x, int64_t n, int16_t* q, float* scal
       const __mmask16 in_range = _mm512_cmp_ps_mask(r, _mm512_set1_ps(-127.0f), _CMP_GE_OQ) &
                                  _mm512_cmp_ps_mask(r, _mm512_set1_ps(127.0f), _CMP_LE_OQ);
       r = _mm512_maskz_mov_ps(in_range, r);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * 32 + part * 16),
-                          _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(r)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + part * 16), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));
     }
   }
 }

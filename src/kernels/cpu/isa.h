@@ -25,10 +25,10 @@ struct MatmulArgs {
   float* y = nullptr;           // [M, N], rows y_stride floats apart
   int64_t y_stride = 0;
   const float* f16_table = nullptr;  // f16 bits -> f32 (quant.h), for the block scales
-  // q8_0 weights only: x rounded to q8_0 as llama.cpp does (quant.h, quantize_row_q8_0_i16), the
-  // quants widened to int16 ([M, K], rows K apart) with each block's scale as f32 ([M, K / 32]).
-  // The weights then meet x in exact integer dot products, a block at a time.
-  const int16_t* xq = nullptr;
+  // q8_0 weights only: x rounded to q8_0 as llama.cpp does (quant.h, quantize_row_q8_0_split): the
+  // quants ([M, K], rows K apart) with each block's scale as f32 ([M, K / 32]). The weights then
+  // meet x in exact integer dot products, a block at a time.
+  const int8_t* xq = nullptr;
   const float* xq_scale = nullptr;
   bool prefetch = true;  // decode (M = 1): prefetch each weight stream's next rows (kernels.h gemv_prefetch)
 };
@@ -58,8 +58,8 @@ struct Isa {
   void (*attention)(const AttentionHeads& heads);
   // Sum of the n floats at p (the bandwidth probe's streaming read).
   float (*sum_f32)(const float* p, int64_t n);
-  // quantize_row_q8_0_i16 (quant.h), bit for bit: n floats (a multiple of 32) rounded to q8_0.
-  void (*quantize_row_q8_0)(const float* x, int64_t n, int16_t* q, float* scale);
+  // quantize_row_q8_0_split (quant.h), bit for bit: n floats (a multiple of 32) rounded to q8_0.
+  void (*quantize_row_q8_0)(const float* x, int64_t n, int8_t* q, float* scale);
 };
 
 const Isa& scalar_isa();

@@ -82,7 +82,7 @@ BlockQ4_0 quantize_block_q4_0(const float* x) {
   return block;
 }
 
-void quantize_row_q8_0_i16(const float* x, int64_t n, int16_t* q, float* scale) {
+void quantize_row_q8_0_split(const float* x, int64_t n, int8_t* q, float* scale) {
   for (int64_t b = 0; b < n / kQK8_0; ++b) {
     const BlockQ8_0 block = quantize_block_q8_0(x + b * kQK8_0);
     for (int j = 0; j < kQK8_0; ++j) q[b * kQK8_0 + j] = block.qs[j];

@@ -20,9 +20,9 @@ void dequantize_block(const BlockQ4_0& block, float* out);
 BlockQ8_0 quantize_block_q8_0(const float* x);
 BlockQ4_0 quantize_block_q4_0(const float* x);
 
-// n floats (a multiple of 32) rounded to q8_0 exactly as quantize_block_q8_0, the quants widened
-// to int16 in q[0, n) and each block's scale (the f16 value) as f32 in scale[0, n / 32).
-void quantize_row_q8_0_i16(const float* x, int64_t n, int16_t* q, float* scale);
+// n floats (a multiple of 32) rounded to q8_0 exactly as quantize_block_q8_0, split in two arrays:
+// the quants in q[0, n) and each block's scale (the f16 value) as f32 in scale[0, n / 32).
+void quantize_row_q8_0_split(const float* x, int64_t n, int8_t* q, float* scale);
 // The scale a q8_0 block with largest magnitude amax gets, as f32: amax / 127 rounded to f16.
 // (A function, not inline: the SIMD files must not compile half.h's inline code for their ISA.)
 float q8_0_scale(float amax);

@@ -31,7 +31,7 @@ void matmul_q8_0(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   for (int64_t n = n_begin; n < n_end; ++n) {
     const auto* row = a.w + static_cast<size_t>(n) * a.w_row_bytes;
     for (int64_t m = 0; m < a.M; ++m) {
-      const int16_t* xq = a.xq + m * a.K;
+      const int8_t* xq = a.xq + m * a.K;
       const float* xs = a.xq_scale + m * blocks;
       float acc = 0.0f;
       for (int64_t b = 0; b < blocks; ++b) {
@@ -108,7 +108,7 @@ float sum_f32(const float* p, int64_t n) {
 }  // namespace
 
 const Isa& scalar_isa() {
-  static const Isa isa{"scalar", matmul, row_to_f32_scalar, attention, sum_f32, quantize_row_q8_0_i16};
+  static const Isa isa{"scalar", matmul, row_to_f32_scalar, attention, sum_f32, quantize_row_q8_0_split};
   return isa;
 }
 

@@ -10,8 +10,8 @@
 // load_block_q<T>(row, block, q, f16_table) -> the block's scale d in every lane, with its 32
 // integers as f32 in the 32 / W chunks q[]: q8_0's q; for q4_0 the signed q if S::kSignedQ4,
 // else the stored nibble q + 8. For q8_0 weights against activations rounded to q8_0 (see
-// MatmulArgs::xq): WQ (a block's 32 quants as int16), widen_q8(qs) -> WQ, and madd_block(WQ, x) ->
-// the block's integer products, summed in pairs, as f32 lanes (exact: far below 2^24).
+// MatmulArgs::xq): XQ (a block of x's quants as the ISA wants them), load_xq(x) -> XQ, and
+// dot_q8(weight quants, XQ) -> the block's integer products, partly summed, as f32 lanes (exact).
 //
 // Determinism: every dot product keeps one vector accumulator, adds chunks in increasing k order
 // with fma and reduces with S::hsum, whatever the tile shape. So an output does not depend on M,
@@ -64,7 +64,7 @@ void matmul_tile_q8_0_int(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t r
   }
   const uint8_t* w[NR];
   for (int n = 0; n < NR; ++n) w[n] = a.w + static_cast<size_t>(n0 + n * row_step) * a.w_row_bytes;
-  const int16_t* xq[MR];
+  const int8_t* xq[MR];
   const float* xs[MR];
   for (int m = 0; m < MR; ++m) {
     xq[m] = a.xq + (m0 + m) * a.K;
@@ -74,12 +74,18 @@ void matmul_tile_q8_0_int(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t r
     if (prefetch_offset != 0) {
       for (int n = 0; n < NR; ++n) prefetch_line<S>(w[n] + prefetch_offset + (b + 1) * sizeof(BlockQ8_0) - 1);
     }
+    // x's block, read once for all NR rows.
+    typename S::XQ xb[MR];
+    V x_scale[MR];
+    for (int m = 0; m < MR; ++m) {
+      xb[m] = S::load_xq(xq[m] + b * 32);
+      x_scale[m] = S::set1(xs[m][b]);
+    }
     for (int n = 0; n < NR; ++n) {
       const uint8_t* block = w[n] + b * sizeof(BlockQ8_0);
-      const typename S::WQ wq = S::widen_q8(block + 2);
       const V d = S::set1(a.f16_table[load_u16<S>(block)]);
       for (int m = 0; m < MR; ++m) {
-        const V dot = S::mul(S::madd_block(wq, xq[m] + b * 32), S::set1(xs[m][b]));
+        const V dot = S::mul(S::dot_q8(block + 2, xb[m]), x_scale[m]);
         acc[m][n] = S::fma(dot, d, acc[m][n]);
       }
     }
