@@ -20,9 +20,9 @@ bool is_matmul_weight_type(DType t) {
 
 Q8Activations q8_0_activations_from_env() {
   const char* env = std::getenv("FERRY_Q8_ACTIVATIONS");
-  if (env == nullptr || *env == '\0' || std::string_view(env) == "f32") return Q8Activations::F32;
-  if (std::string_view(env) == "q8_0") return Q8Activations::Q8_0;
-  fail(ErrorKind::Usage, "FERRY_Q8_ACTIVATIONS is '{}': use f32 or q8_0", env);
+  if (env == nullptr || *env == '\0' || std::string_view(env) == "q8_0") return Q8Activations::Q8_0;
+  if (std::string_view(env) == "f32") return Q8Activations::F32;
+  fail(ErrorKind::Usage, "FERRY_Q8_ACTIVATIONS is '{}': use q8_0 or f32", env);
 }
 
 GemvPrefetch gemv_prefetch_default() {

@@ -2,6 +2,7 @@
 // checkpoint, one device and two, a prompt in one step and token by token.
 #include <gtest/gtest.h>
 
+#include "common/q8_activations_guard.h"
 #include "engine/plan_placement.h"
 #include "engine_fixture.h"
 #include "plan/strategy.h"
@@ -98,10 +99,12 @@ INSTANTIATE_TEST_SUITE_P(Archs, EveryArch,
                          [](const auto& p) { return tiny::arch_name(p.param); });
 
 // Quantized GGUF copies against the f32 (dequantized) HF copy of the same model: the weights are
-// identical, and activations stay f32 in both, so only summation order differs.
+// identical, and with activations kept f32 for q8_0 weights too (by default they are rounded to
+// q8_0 as llama.cpp does; the text goldens check that mode), only summation order differs.
 class QuantizedCopies : public ::testing::TestWithParam<DType> {};
 
 TEST_P(QuantizedCopies, GgufMatchesItsDequantizedTwin) {
+  test::Q8ActivationsGuard exact_activations(kernels::Q8Activations::F32);
   TempDir dir("quant");
   testing::make_model(dir.str(), tiny::Arch::Llama, "both", 21, GetParam());
   SingleDevice hf(dir.str());

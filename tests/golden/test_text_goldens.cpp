@@ -2,6 +2,7 @@
 // original ChatGLM code (glm/chatglm_text_*), reproduced from both the GGUF and the HF copy.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,7 @@
 #include "engine/session.h"
 #include "engine/weight_loader.h"
 #include "golden_util.h"
+#include "kernels/kernels.h"
 
 namespace ferry {
 namespace {
@@ -50,16 +52,20 @@ struct Expectation {
   size_t vocab_compared = 0;        // logits compared over [0, vocab_compared)
 };
 
-// Runs prompt + greedy steps; checks logits at every step and ids.
-void check_case(const std::string& model_path, const Expectation& e, const std::string& label) {
+// Runs prompt + greedy steps; checks logits at every step and ids. Returns each step row's largest
+// difference from the reference (all rows, checked or not: the steps follow the reference's tokens).
+std::vector<float> check_case(const std::string& model_path, const Expectation& e, const std::string& label) {
   SCOPED_TRACE(label + " from " + model_path);
   Loaded m(model_path);
   const int V = m.ckpt.config().vocab;
   const size_t Vc = e.vocab_compared ? e.vocab_compared : static_cast<size_t>(V);
-  ASSERT_GE(static_cast<size_t>(V), Vc);
+  std::vector<float> row_diffs;
+  EXPECT_GE(static_cast<size_t>(V), Vc);
+  if (static_cast<size_t>(V) < Vc) return row_diffs;
   Session s(m.ckpt.spec, m.placement, m.weights, 256);
   std::vector<float> logits = e.positions.empty() ? s.eval(e.prompt) : s.eval(e.prompt, e.positions);
-  ASSERT_EQ(logits.size(), static_cast<size_t>(V));
+  EXPECT_EQ(logits.size(), static_cast<size_t>(V));
+  if (logits.size() != static_cast<size_t>(V)) return row_diffs;
   EXPECT_LE(max_abs_diff(logits.data(), e.logits_last.data(), Vc), e.tolerance) << "last prompt position";
 
   const size_t steps = e.greedy.size();
@@ -67,6 +73,7 @@ void check_case(const std::string& model_path, const Expectation& e, const std::
   // token) and compare ids only at the listed steps.
   for (size_t step = 0; step < steps; ++step) {
     const float* ref = e.logits_steps.data() + step * Vc;
+    row_diffs.push_back(max_abs_diff(logits.data(), ref, Vc));
     const bool free_running = step < e.greedy_checked;
     const bool check_id = free_running || std::find(e.teacher_forced.begin(), e.teacher_forced.end(),
                                                     static_cast<int>(step)) != e.teacher_forced.end();
@@ -78,6 +85,12 @@ void check_case(const std::string& model_path, const Expectation& e, const std::
     const int32_t next = e.greedy[step];  // equal to ours wherever checked
     logits = s.eval(std::vector<int32_t>{next});
   }
+  return row_diffs;
+}
+
+// Whether ferry's matmul meets weights of this golden type with activations rounded to q8_0.
+bool rounds_activations_like_llama_cpp(const std::string& weights_dtype) {
+  return weights_dtype == "Q8_0" && kernels::q8_0_activations() == kernels::Q8Activations::Q8_0;
 }
 
 class TextGolden : public ::testing::TestWithParam<std::string> {};
@@ -97,7 +110,17 @@ TEST_P(TextGolden, MatchesLlamaCppFromGgufAndHf) {
     gguf.tolerance = tol;
     gguf.greedy_checked = quantized ? p["greedy_compare_steps"].get<size_t>() : gguf.greedy.size();
     if (quantized) gguf.teacher_forced = p["greedy_check_steps_teacher_forced"].get<std::vector<int>>();
-    check_case(dir + "/model.gguf", gguf, name + " gguf");
+    const std::vector<float> diffs = check_case(dir + "/model.gguf", gguf, name + " gguf");
+    if (quantized && rounds_activations_like_llama_cpp(cases["weights_dtype"])) {
+      // llama.cpp rounds activations to q8_0 before each quantized matmul, and so do we by
+      // default: the same arithmetic, so nearly every row is as close as an f32 case (the golden
+      // README: an exact emulation gets 46 of 48 rows within 1e-5; a row can still differ where
+      // float noise moves one block's scale across an f16 rounding boundary). With f32
+      // activations no row gets within 1e-4 (they differ by up to 0.24).
+      const auto close = std::count_if(diffs.begin(), diffs.end(), [](float d) { return d <= 1e-4f; });
+      EXPECT_GE(static_cast<double>(close), 0.9 * static_cast<double>(diffs.size()))
+          << name << ": rows within 1e-4 of llama.cpp";
+    }
 
     Expectation hf = gguf;
     if (quantized) {  // hf/ holds the exactly dequantized weights: f32 goldens of their own

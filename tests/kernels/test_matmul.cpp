@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/q8_activations_guard.h"
 #include "core/device.h"
 #include "core/error.h"
 #include "kernels/cpu/isa.h"
@@ -22,18 +23,6 @@ struct Case {
   DType dtype;
   int64_t M, K, N;
   bool bias;
-};
-
-// Restores the q8_0 activation mode a test found when it ends.
-class Q8ActivationsGuard {
- public:
-  Q8ActivationsGuard() : saved_(kernels::q8_0_activations()) {}
-  ~Q8ActivationsGuard() { kernels::set_q8_0_activations(saved_); }
-  Q8ActivationsGuard(const Q8ActivationsGuard&) = delete;
-  Q8ActivationsGuard& operator=(const Q8ActivationsGuard&) = delete;
-
- private:
-  kernels::Q8Activations saved_;
 };
 
 constexpr kernels::Q8Activations kQ8Modes[] = {kernels::Q8Activations::F32, kernels::Q8Activations::Q8_0};
