@@ -130,7 +130,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     }
     return;
   }
-  if (args.w_type == DType::Q8_0 && q8_0_activations() == Q8Activations::Q8_0) {
+  if ((args.w_type == DType::Q8_0 || args.w_type == DType::Q4_0) && q8_0_activations() == Q8Activations::Q8_0) {
     // Rounded once per call, read by every output. Kept per calling thread between calls: a
     // decode step makes hundreds of matmuls of the same few sizes.
     thread_local std::vector<int8_t> xq;

@@ -90,7 +90,8 @@ std::vector<float> check_case(const std::string& model_path, const Expectation& 
 
 // Whether ferry's matmul meets weights of this golden type with activations rounded to q8_0.
 bool rounds_activations_like_llama_cpp(const std::string& weights_dtype) {
-  return weights_dtype == "Q8_0" && kernels::q8_0_activations() == kernels::Q8Activations::Q8_0;
+  return (weights_dtype == "Q8_0" || weights_dtype == "Q4_0") &&
+         kernels::q8_0_activations() == kernels::Q8Activations::Q8_0;
 }
 
 class TextGolden : public ::testing::TestWithParam<std::string> {};

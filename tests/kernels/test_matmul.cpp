@@ -31,10 +31,11 @@ const char* mode_name(kernels::Q8Activations mode) {
   return mode == kernels::Q8Activations::F32 ? "f32 activations" : "q8_0 activations";
 }
 
-// The x a matmul with weights of `dtype` multiplies: x itself, except for q8_0 weights in
+// The x a matmul with weights of `dtype` multiplies: x itself, except for q8_0 and q4_0 weights in
 // Q8Activations::Q8_0 mode, which meet x rounded to q8_0 blocks (GGUF's reference quantizer).
 std::vector<double> effective_x(DType dtype, const std::vector<float>& xv, int64_t M, int64_t K) {
-  if (dtype != DType::Q8_0 || kernels::q8_0_activations() != kernels::Q8Activations::Q8_0) {
+  const bool quantized = dtype == DType::Q8_0 || dtype == DType::Q4_0;
+  if (!quantized || kernels::q8_0_activations() != kernels::Q8Activations::Q8_0) {
     return std::vector<double>(xv.begin(), xv.end());
   }
   std::vector<double> out;
@@ -184,9 +185,9 @@ TEST(Matmul, GemvPrefetchOnOrOffGivesIdenticalResults) {
   kernels::set_gemv_prefetch(saved);
 }
 
-TEST(Matmul, Q8ActivationsChangeOnlyQ8Weights) {
-  // The mode rounds x only against q8_0 weights; there it changes the result by about the rounding
-  // of x (so the mode is really applied), elsewhere not at all.
+TEST(Matmul, Q8ActivationsChangeOnlyQuantizedWeights) {
+  // The mode rounds x only against q8_0 and q4_0 weights; there it changes the result by about the
+  // rounding of x (so the mode is really applied), elsewhere not at all.
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   for (const std::string& level : kernels::available_simd_levels()) {
@@ -199,8 +200,8 @@ TEST(Matmul, Q8ActivationsChangeOnlyQ8Weights) {
       const auto f32 = run_matmul(x, w, nullptr, 2);
       kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
       const auto q8 = run_matmul(x, w, nullptr, 2);
-      if (dtype == DType::Q8_0) {
-        EXPECT_NE(f32, q8) << level;
+      if (dtype == DType::Q8_0 || dtype == DType::Q4_0) {
+        EXPECT_NE(f32, q8) << dtype_name(dtype) << " " << level;
       } else {
         EXPECT_EQ(f32, q8) << dtype_name(dtype) << " " << level;
       }

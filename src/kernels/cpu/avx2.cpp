@@ -79,6 +79,20 @@ struct Avx2 {
     const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(x, wq));
     return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
+  // q4_0 against x: vpmaddubsw takes q4_0's stored nibbles (q + 8, unsigned) as they are, and
+  // 8 * x, summed in the same lanes once per block of x (q4_bias), is taken off after.
+  using Q4Bias = __m256i;
+  static Q4Bias q4_bias(XQ x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), x), _mm256_set1_epi16(1));
+  }
+  static V dot_q4(const uint8_t* qs, XQ x, Q4Bias bias) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    const __m128i low = _mm_set1_epi8(15);
+    // Elements 0..15 are the low nibbles of the 16 bytes, elements 16..31 the high ones.
+    const __m256i nibbles = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), low), _mm_and_si128(bytes, low));
+    const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles, x), _mm256_set1_epi16(1));
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(sums, bias));
+  }
 
   // Chunk c of a row: elements [8c, 8c + 8). Plain types only.
   template <DType T>

@@ -85,6 +85,17 @@ struct Avx512 {
     const __m512i wq = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)));
     return _mm512_cvtepi32_ps(_mm512_madd_epi16(wq, x));
   }
+  // q4_0 against x: the nibbles widened to int16 and made signed (q - 8) before the products.
+  struct Q4Bias {};
+  static Q4Bias q4_bias(XQ) { return {}; }
+  static V dot_q4(const uint8_t* qs, XQ x, Q4Bias) {
+    const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    const __m128i low = _mm_set1_epi8(15);
+    // Elements 0..15 are the low nibbles of the 16 bytes, elements 16..31 the high ones.
+    const __m256i nibbles = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), low), _mm_and_si128(bytes, low));
+    const __m512i wq = _mm512_sub_epi16(_mm512_cvtepu8_epi16(nibbles), _mm512_set1_epi16(8));
+    return _mm512_cvtepi32_ps(_mm512_madd_epi16(wq, x));
+  }
 
   static V widen_bf16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 

@@ -25,7 +25,7 @@ struct MatmulArgs {
   float* y = nullptr;           // [M, N], rows y_stride floats apart
   int64_t y_stride = 0;
   const float* f16_table = nullptr;  // f16 bits -> f32 (quant.h), for the block scales
-  // q8_0 weights only: x rounded to q8_0 as llama.cpp does (quant.h, quantize_row_q8_0_split): the
+  // q8_0 and q4_0 weights only: x rounded to q8_0 as llama.cpp does (quant.h, quantize_row_q8_0_split): the
   // quants ([M, K], rows K apart) with each block's scale as f32 ([M, K / 32]). The weights then
   // meet x in exact integer dot products, a block at a time.
   const int8_t* xq = nullptr;

@@ -25,9 +25,28 @@ float dot(const float* a, const float* b, int64_t n) {
   return ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
 }
 
-// q8_0 against x rounded to q8_0 (MatmulArgs::xq): per block the exact integer dot product, times both scales.
-void matmul_q8_0(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  const int64_t blocks = a.K / kQK8_0;
+// The integer dot product of a q8_0 or q4_0 weight block with 32 quants of x.
+int32_t block_dot(const uint8_t* block, DType type, const int8_t* xq) {
+  int32_t dot = 0;
+  if (type == DType::Q8_0) {
+    BlockQ8_0 b;
+    std::memcpy(&b, block, sizeof(b));
+    for (int j = 0; j < kQK8_0; ++j) dot += static_cast<int32_t>(b.qs[j]) * xq[j];
+  } else {
+    BlockQ4_0 b;
+    std::memcpy(&b, block, sizeof(b));
+    for (int j = 0; j < kQK4_0 / 2; ++j) {
+      dot += ((b.qs[j] & 15) - 8) * xq[j] + ((b.qs[j] >> 4) - 8) * xq[j + kQK4_0 / 2];
+    }
+  }
+  return dot;
+}
+
+// q8_0 or q4_0 weights against x rounded to q8_0 (MatmulArgs::xq): per block the exact integer
+// dot product, times both scales.
+void matmul_quantized_x(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  const int64_t blocks = a.K / 32;
+  const size_t block_bytes = a.w_type == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
   for (int64_t n = n_begin; n < n_end; ++n) {
     const auto* row = a.w + static_cast<size_t>(n) * a.w_row_bytes;
     for (int64_t m = 0; m < a.M; ++m) {
@@ -35,11 +54,10 @@ void matmul_q8_0(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
       const float* xs = a.xq_scale + m * blocks;
       float acc = 0.0f;
       for (int64_t b = 0; b < blocks; ++b) {
-        BlockQ8_0 block;
-        std::memcpy(&block, row + b * sizeof(BlockQ8_0), sizeof(block));
-        int32_t dot = 0;
-        for (int j = 0; j < kQK8_0; ++j) dot += static_cast<int32_t>(block.qs[j]) * xq[b * kQK8_0 + j];
-        acc += static_cast<float>(dot) * xs[b] * a.f16_table[block.d];
+        const uint8_t* block = row + static_cast<size_t>(b) * block_bytes;
+        uint16_t d;
+        std::memcpy(&d, block, 2);  // both block types start with their f16 scale
+        acc += static_cast<float>(block_dot(block, a.w_type, xq + b * 32)) * xs[b] * a.f16_table[d];
       }
       a.y[m * a.y_stride + n] = acc + (a.bias ? a.bias[n] : 0.0f);
     }
@@ -47,7 +65,7 @@ void matmul_q8_0(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 }
 
 void matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  if (a.w_type == DType::Q8_0 && a.xq != nullptr) return matmul_q8_0(a, n_begin, n_end);
+  if (a.xq != nullptr) return matmul_quantized_x(a, n_begin, n_end);
   thread_local std::vector<float> w_row;
   w_row.resize(static_cast<size_t>(a.K));
   for (int64_t n = n_begin; n < n_end; ++n) {

@@ -9,9 +9,10 @@
 // load_w_partial<T>(row, chunk, n) -> the first n of them, zero elsewhere,
 // load_block_q<T>(row, block, q, f16_table) -> the block's scale d in every lane, with its 32
 // integers as f32 in the 32 / W chunks q[]: q8_0's q; for q4_0 the signed q if S::kSignedQ4,
-// else the stored nibble q + 8. For q8_0 weights against activations rounded to q8_0 (see
-// MatmulArgs::xq): XQ (a block of x's quants as the ISA wants them), load_xq(x) -> XQ, and
-// dot_q8(weight quants, XQ) -> the block's integer products, partly summed, as f32 lanes (exact).
+// else the stored nibble q + 8. For q8_0 / q4_0 weights against activations rounded to q8_0 (see
+// MatmulArgs::xq): XQ (a block of x's quants as the ISA wants them), load_xq(x) -> XQ,
+// dot_q8(weight quants, XQ) -> the block's integer products, partly summed, as f32 lanes (exact),
+// and for q4_0 Q4Bias, q4_bias(XQ) (what the ISA needs of x per block) and dot_q4(nibbles, XQ, bias).
 //
 // Determinism: every dot product keeps one vector accumulator, adds chunks in increasing k order
 // with fma and reduces with S::hsum, whatever the tile shape. So an output does not depend on M,
@@ -52,11 +53,13 @@ void store_tile(const MatmulArgs& a, typename S::V (&acc)[MR][NR], int64_t m0, i
   }
 }
 
-// matmul_tile for q8_0 weights against x rounded to q8_0 (a.xq, a.xq_scale). Per block and
+// matmul_tile for q8_0 or q4_0 weights against x rounded to q8_0 (a.xq, a.xq_scale). Per block and
 // output: the exact integer dot product of the block, times x's block scale, then
 // acc += (the weight block's scale) * that.
-template <class S, int MR, int NR>
-void matmul_tile_q8_0_int(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step, size_t prefetch_offset) {
+template <class S, DType T, int MR, int NR>
+void matmul_tile_quantized_x(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step, size_t prefetch_offset) {
+  static_assert(T == DType::Q8_0 || T == DType::Q4_0, "blocks of 32 with an f16 scale first");
+  constexpr size_t kBlockBytes = T == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
   using V = typename S::V;
   V acc[MR][NR];
   for (int m = 0; m < MR; ++m) {
@@ -72,7 +75,7 @@ void matmul_tile_q8_0_int(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t r
   }
   for (int64_t b = 0; b < a.K / 32; ++b) {
     if (prefetch_offset != 0) {
-      for (int n = 0; n < NR; ++n) prefetch_line<S>(w[n] + prefetch_offset + (b + 1) * sizeof(BlockQ8_0) - 1);
+      for (int n = 0; n < NR; ++n) prefetch_line<S>(w[n] + prefetch_offset + (b + 1) * kBlockBytes - 1);
     }
     // x's block, read once for all NR rows.
     typename S::XQ xb[MR];
@@ -81,12 +84,21 @@ void matmul_tile_q8_0_int(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t r
       xb[m] = S::load_xq(xq[m] + b * 32);
       x_scale[m] = S::set1(xs[m][b]);
     }
+    [[maybe_unused]] typename S::Q4Bias q4_bias[MR];
+    if constexpr (T == DType::Q4_0) {
+      for (int m = 0; m < MR; ++m) q4_bias[m] = S::q4_bias(xb[m]);
+    }
     for (int n = 0; n < NR; ++n) {
-      const uint8_t* block = w[n] + b * sizeof(BlockQ8_0);
+      const uint8_t* block = w[n] + b * kBlockBytes;
       const V d = S::set1(a.f16_table[load_u16<S>(block)]);
       for (int m = 0; m < MR; ++m) {
-        const V dot = S::mul(S::dot_q8(block + 2, xb[m]), x_scale[m]);
-        acc[m][n] = S::fma(dot, d, acc[m][n]);
+        V dot;
+        if constexpr (T == DType::Q8_0) {
+          dot = S::dot_q8(block + 2, xb[m]);
+        } else {
+          dot = S::dot_q4(block + 2, xb[m], q4_bias[m]);
+        }
+        acc[m][n] = S::fma(S::mul(dot, x_scale[m]), d, acc[m][n]);
       }
     }
   }
@@ -97,8 +109,8 @@ void matmul_tile_q8_0_int(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t r
 // prefetch_offset is not 0, the weight bytes that far past each row are prefetched as the row is read.
 template <class S, DType T, int MR, int NR>
 void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step = 1, size_t prefetch_offset = 0) {
-  if constexpr (T == DType::Q8_0) {
-    if (a.xq != nullptr) return matmul_tile_q8_0_int<S, MR, NR>(a, m0, n0, row_step, prefetch_offset);
+  if constexpr (T == DType::Q8_0 || T == DType::Q4_0) {
+    if (a.xq != nullptr) return matmul_tile_quantized_x<S, T, MR, NR>(a, m0, n0, row_step, prefetch_offset);
   }
   using V = typename S::V;
   V acc[MR][NR];
