@@ -145,23 +145,6 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     args.xq_scale = xq_scale.data();
   }
   const cpu::Isa& isa = cpu::active_isa();
-  if (args.w_type == DType::BF16 && isa.bf16_pair_floats > 0) {
-    // Reordered once per call, read by every output (per calling thread, as xq above).
-    thread_local std::vector<float> x_pairs;
-    x_pairs.resize(static_cast<size_t>(args.M * K));
-    const int64_t P = isa.bf16_pair_floats;
-    for (int64_t m = 0; m < args.M; ++m) {
-      const float* row = args.x + m * K;
-      float* out = x_pairs.data() + m * K;
-      for (int64_t c = 0; c + 2 * P <= K; c += 2 * P) {
-        for (int64_t i = 0; i < P; ++i) {
-          out[c + i] = row[c + 2 * i];
-          out[c + P + i] = row[c + 2 * i + 1];
-        }
-      }
-    }
-    args.x_pairs = x_pairs.data();
-  }
   // Split the output rows; chunks are multiples of 16 rows so the ISA's row tiles stay whole.
   constexpr int64_t kRowTile = 16;
   const int64_t tiles = (N + kRowTile - 1) / kRowTile;

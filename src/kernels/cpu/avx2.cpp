@@ -101,14 +101,6 @@ struct Avx2 {
     return _mm256_cvtepi32_ps(_mm256_sub_epi32(sums, bias));
   }
 
-  // Pair chunk c of a bf16 row, elements [16c, 16c + 16): the even-indexed ones are the low halves
-  // of its 32-bit lanes (shifted up), the odd-indexed ones the high halves (masked).
-  static void load_bf16_pairs(const uint8_t* row, int64_t c, V& even, V& odd) {
-    const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 32));
-    even = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-    odd = _mm256_castsi256_ps(_mm256_and_si256(w, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
-  }
-
   // Chunk c of a row: elements [8c, 8c + 8). Plain types only.
   template <DType T>
   static V load_w(const uint8_t* row, int64_t c) {
@@ -217,8 +209,7 @@ float sum_f32_avx2(const float* p, int64_t n) {
 namespace ferry::kernels::cpu {
 const Isa* avx2_isa() {
 #ifdef FERRY_HAVE_AVX2
-  static const Isa isa{"avx2", matmul_avx2, row_to_f32_avx2, attention_avx2, sum_f32_avx2, quantize_row_q8_0_avx2,
-                       Avx2::W};
+  static const Isa isa{"avx2", matmul_avx2, row_to_f32_avx2, attention_avx2, sum_f32_avx2, quantize_row_q8_0_avx2};
   return &isa;
 #else
   return nullptr;

@@ -99,14 +99,6 @@ struct Avx512 {
 
   static V widen_bf16(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 
-  // Pair chunk c of a bf16 row, elements [32c, 32c + 32): the even-indexed ones are the low halves
-  // of its 32-bit lanes (shifted up), the odd-indexed ones the high halves (masked).
-  static void load_bf16_pairs(const uint8_t* row, int64_t c, V& even, V& odd) {
-    const __m512i w = _mm512_loadu_si512(row + c * 64);
-    even = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
-    odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
-  }
-
   // Chunk c of a row: elements [16c, 16c + 16). Plain types only.
   template <DType T>
   static V load_w(const uint8_t* row, int64_t c) {
@@ -210,8 +202,7 @@ namespace ferry::kernels::cpu {
 const Isa* avx512_isa() {
 #ifdef FERRY_HAVE_AVX512
   static const Isa isa{"avx512",         matmul_avx512,  row_to_f32_avx512,
-                       attention_avx512, sum_f32_avx512, quantize_row_q8_0_avx512,
-                       Avx512::W};
+                       attention_avx512, sum_f32_avx512, quantize_row_q8_0_avx512};
   return &isa;
 #else
   return nullptr;

@@ -30,10 +30,6 @@ struct MatmulArgs {
   // meet x in exact integer dot products, a block at a time.
   const int8_t* xq = nullptr;
   const float* xq_scale = nullptr;
-  // bf16 weights, when the ISA takes them in pairs (Isa::bf16_pair_floats > 0): x reordered per
-  // chunk of 2 * P floats (P = bf16_pair_floats) as [its P even-indexed | its P odd-indexed]
-  // elements, rows K apart, whole chunks only (the rest of a row is read from x).
-  const float* x_pairs = nullptr;
   bool prefetch = true;  // decode (M = 1): prefetch each weight stream's next rows (kernels.h gemv_prefetch)
 };
 
@@ -64,10 +60,6 @@ struct Isa {
   float (*sum_f32)(const float* p, int64_t n);
   // quantize_row_q8_0_split (quant.h), bit for bit: n floats (a multiple of 32) rounded to q8_0.
   void (*quantize_row_q8_0)(const float* x, int64_t n, int8_t* q, float* scale);
-  // Not 0: bf16 rows are read 2 * bf16_pair_floats at a time and split, with one mask and one
-  // shift, into their even- and odd-indexed elements as f32, which meet x reordered to match
-  // (MatmulArgs::x_pairs): a third of the instructions of widening each half to 32 bits.
-  int bf16_pair_floats = 0;
 };
 
 const Isa& scalar_isa();

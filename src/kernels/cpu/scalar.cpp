@@ -126,7 +126,7 @@ float sum_f32(const float* p, int64_t n) {
 }  // namespace
 
 const Isa& scalar_isa() {
-  static const Isa isa{"scalar", matmul, row_to_f32_scalar, attention, sum_f32, quantize_row_q8_0_split, 0};
+  static const Isa isa{"scalar", matmul, row_to_f32_scalar, attention, sum_f32, quantize_row_q8_0_split};
   return isa;
 }
 

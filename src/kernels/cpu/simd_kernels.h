@@ -6,7 +6,6 @@
 // S provides: V (a vector of W floats), W, zero(), fma(a, b, acc), add, sub, mul, set1, hsum(v),
 // load_x(p), load_x_partial(p, n), store(p, v), store_partial(p, v, n), and for weights
 // load_w<T>(row, chunk) -> W weights of chunk `chunk` of a row of plain type T, as f32,
-// load_bf16_pairs(row, p, even, odd) -> the 2W bf16 weights of pair chunk p as f32, split by parity,
 // load_w_partial<T>(row, chunk, n) -> the first n of them, zero elsewhere,
 // load_block_q<T>(row, block, q, f16_table) -> the block's scale d in every lane, with its 32
 // integers as f32 in the 32 / W chunks q[]: q8_0's q; for q4_0 the signed q if S::kSignedQ4,
@@ -16,8 +15,7 @@
 // and for q4_0 Q4Bias, q4_bias(XQ) (what the ISA needs of x per block) and dot_q4(nibbles, XQ, bias).
 //
 // Determinism: every dot product keeps one vector accumulator, adds chunks in increasing k order
-// with fma (bf16 pair chunks: the even-indexed elements, then the odd ones) and reduces with
-// S::hsum, whatever the tile shape. So an output does not depend on M,
+// with fma and reduces with S::hsum, whatever the tile shape. So an output does not depend on M,
 // on which rows share its tile, or on the thread that computes it.
 #pragma once
 
@@ -167,30 +165,7 @@ void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step =
   } else {
     constexpr int64_t kChunkBytes = S::W * (T == DType::F32 ? 4 : 2);
     static_assert(64 % kChunkBytes == 0 || kChunkBytes % 64 == 0, "chunks tile cache lines");
-    int64_t c = 0;
-    if constexpr (T == DType::BF16) {
-      if (a.x_pairs != nullptr) {
-        // Whole pair chunks of 2W elements: even- and odd-indexed weights against x reordered to
-        // match (MatmulArgs::x_pairs); the chunks that remain go the plain way below.
-        const float* xp[MR];
-        for (int m = 0; m < MR; ++m) xp[m] = a.x_pairs + (m0 + m) * a.K;
-        constexpr int64_t kPairBytes = 2 * kChunkBytes;
-        for (int64_t p = 0; p < a.K / (2 * S::W); ++p) {
-          if (prefetch_offset != 0 && (p * kPairBytes) % 64 == 0) {
-            for (int n = 0; n < NR; ++n) prefetch_line<S>(w[n] + prefetch_offset + p * kPairBytes);
-          }
-          V even[NR], odd[NR];
-          for (int n = 0; n < NR; ++n) S::load_bf16_pairs(w[n], p, even[n], odd[n]);
-          for (int m = 0; m < MR; ++m) {
-            const V xe = S::load_x(xp[m] + p * 2 * S::W);
-            const V xo = S::load_x(xp[m] + p * 2 * S::W + S::W);
-            for (int n = 0; n < NR; ++n) acc[m][n] = S::fma(xo, odd[n], S::fma(xe, even[n], acc[m][n]));
-          }
-        }
-        c = a.K / (2 * S::W) * 2;
-      }
-    }
-    for (; c < full; ++c) {
+    for (int64_t c = 0; c < full; ++c) {
       if (prefetch_offset != 0 && (c * kChunkBytes) % 64 == 0) {
         for (int n = 0; n < NR; ++n) prefetch_line<S>(w[n] + prefetch_offset + c * kChunkBytes);
       }
