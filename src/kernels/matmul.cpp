@@ -54,6 +54,21 @@ Mode mode_of(std::atomic<int>& slot, Choose choose) {
 
 std::atomic<int> g_q8_0_activations{-1};
 std::atomic<int> g_gemv_prefetch{-1};
+
+// args.xq, args.xq_scale: the args.M rows of x rounded to q8_0, in this thread's buffers.
+void round_rows_to_q8_0(cpu::MatmulArgs& args, const cpu::Isa& isa) {
+  thread_local std::vector<int8_t> xq;
+  thread_local std::vector<float> xq_scale;
+  const int64_t K = args.K;
+  xq.resize(static_cast<size_t>(args.M * K));
+  xq_scale.resize(static_cast<size_t>(args.M * (K / 32)));
+  for (int64_t m = 0; m < args.M; ++m) {
+    isa.quantize_row_q8_0(args.x + m * args.x_stride, K, xq.data() + m * K, xq_scale.data() + m * (K / 32));
+  }
+  args.xq = xq.data();
+  args.xq_scale = xq_scale.data();
+}
+
 }  // namespace
 
 void set_q8_0_activations(Q8Activations mode) {
@@ -130,28 +145,31 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     }
     return;
   }
-  if ((args.w_type == DType::Q8_0 || args.w_type == DType::Q4_0) && q8_0_activations() == Q8Activations::Q8_0) {
-    // Rounded once per call, read by every output. Kept per calling thread between calls: a
-    // decode step makes hundreds of matmuls of the same few sizes.
-    thread_local std::vector<int8_t> xq;
-    thread_local std::vector<float> xq_scale;
-    xq.resize(static_cast<size_t>(args.M * K));
-    xq_scale.resize(static_cast<size_t>(args.M * (K / 32)));
-    const cpu::Isa& isa = cpu::active_isa();
-    for (int64_t m = 0; m < args.M; ++m) {
-      isa.quantize_row_q8_0(args.x + m * K, K, xq.data() + m * K, xq_scale.data() + m * (K / 32));
-    }
-    args.xq = xq.data();
-    args.xq_scale = xq_scale.data();
-  }
   const cpu::Isa& isa = cpu::active_isa();
-  // Split the output rows; chunks are multiples of 16 rows so the ISA's row tiles stay whole.
-  constexpr int64_t kRowTile = 16;
-  const int64_t tiles = (N + kRowTile - 1) / kRowTile;
-  const int64_t work_per_tile = kRowTile * K * args.M;
-  pool.parallel_range(tiles, min_chunk_for(work_per_tile, 1 << 16), [&](int64_t begin, int64_t end, int) {
-    isa.matmul(args, begin * kRowTile, std::min(N, end * kRowTile));
-  });
+  const bool round_x =
+      (args.w_type == DType::Q8_0 || args.w_type == DType::Q4_0) && q8_0_activations() == Q8Activations::Q8_0;
+  // Rows of x rounded to q8_0 go a slab at a time, so the rounded copy (kept per calling thread
+  // between calls: a decode step makes hundreds of matmuls of the same few sizes) stays within
+  // 4 MiB of quants however long the prompt, while each slab still has enough rows (1024 at
+  // K = 4096) that the weights it streams serve many of them.
+  constexpr int64_t kSlabBytes = 4 << 20;
+  const int64_t slab_rows = round_x ? std::max<int64_t>(4, kSlabBytes / K / 4 * 4) : args.M;
+  const float* const x_all = args.x;
+  float* const y_all = args.y;
+  const int64_t M = args.M;
+  for (int64_t m0 = 0; m0 < M; m0 += slab_rows) {
+    args.M = std::min(slab_rows, M - m0);
+    args.x = x_all + m0 * K;
+    args.y = y_all + m0 * N;
+    if (round_x) round_rows_to_q8_0(args, isa);
+    // Split the output rows; chunks are multiples of 16 rows so the ISA's row tiles stay whole.
+    constexpr int64_t kRowTile = 16;
+    const int64_t tiles = (N + kRowTile - 1) / kRowTile;
+    const int64_t work_per_tile = kRowTile * K * args.M;
+    pool.parallel_range(tiles, min_chunk_for(work_per_tile, 1 << 16), [&](int64_t begin, int64_t end, int) {
+      isa.matmul(args, begin * kRowTile, std::min(N, end * kRowTile));
+    });
+  }
 }
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out, ThreadPool& pool) {

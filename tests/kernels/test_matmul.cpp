@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "common/q8_activations_guard.h"
 #include "core/device.h"
@@ -136,28 +137,44 @@ TEST(Matmul, LargerTilesAndOneThreadMatchReference) {
   }
 }
 
+TEST(Matmul, LongRowsRoundedInSlabsMatchReference) {
+  // Rows rounded to q8_0 go in slabs of 4 MiB of quants: 32 rows at K = 131072, so 37 rows take two.
+  SimdLevelGuard guard;
+  Q8ActivationsGuard mode_guard(kernels::Q8Activations::Q8_0);
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    for (DType dtype : {DType::Q8_0, DType::Q4_0}) check_matmul({dtype, 37, 131072, 2, true}, 2);
+  }
+}
+
 TEST(Matmul, ResultDoesNotDependOnThreadsOrBatchRows) {
   // Each output is accumulated in one fixed order: bit-identical for 1, 2, 3 threads, and the
-  // rows of an M=17 batch equal the same rows computed alone (decode vs prefill).
+  // rows of an M=17 batch equal the same rows computed alone (decode vs prefill), also where the
+  // batch's rows are rounded to q8_0 in slabs (of 16 rows at K = 262144).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
     for (DType dtype : kWeightTypes) {
       for (kernels::Q8Activations mode : kQ8Modes) {
-        kernels::set_q8_0_activations(mode);
-        const int64_t M = 17, K = 256, N = 67;
-        const auto xv = random_floats(static_cast<size_t>(M * K), 5);
-        Tensor x = f32_tensor(Shape{M, K}, xv, "x");
-        Tensor w = random_weight(dtype, N, K, 6);
-        const auto one = run_matmul(x, w, nullptr, 1);
-        EXPECT_EQ(one, run_matmul(x, w, nullptr, 2)) << dtype_name(dtype) << " " << level;
-        EXPECT_EQ(one, run_matmul(x, w, nullptr, 3)) << dtype_name(dtype) << " " << level;
-        for (int64_t m : {0, 5, 16}) {
-          const std::vector<float> row(xv.begin() + m * K, xv.begin() + (m + 1) * K);
-          const auto alone = run_matmul(f32_tensor(Shape{1, K}, row, "x1"), w, nullptr, 2);
-          const std::vector<float> in_batch(one.begin() + m * N, one.begin() + (m + 1) * N);
-          EXPECT_EQ(alone, in_batch) << dtype_name(dtype) << " " << level << " " << mode_name(mode) << " row " << m;
+        for (auto [K, N] : {std::pair<int64_t, int64_t>{256, 67}, {262144, 2}}) {
+          const bool slabs = dtype_traits(dtype).is_quantized && mode == kernels::Q8Activations::Q8_0;
+          if (K > 256 && !slabs) continue;
+          kernels::set_q8_0_activations(mode);
+          const int64_t M = 17;
+          const auto xv = random_floats(static_cast<size_t>(M * K), 5);
+          Tensor x = f32_tensor(Shape{M, K}, xv, "x");
+          Tensor w = random_weight(dtype, N, K, 6);
+          const auto one = run_matmul(x, w, nullptr, 1);
+          EXPECT_EQ(one, run_matmul(x, w, nullptr, 2)) << dtype_name(dtype) << " " << level;
+          EXPECT_EQ(one, run_matmul(x, w, nullptr, 3)) << dtype_name(dtype) << " " << level;
+          for (int64_t m : {0, 5, 16}) {
+            const std::vector<float> row(xv.begin() + m * K, xv.begin() + (m + 1) * K);
+            const auto alone = run_matmul(f32_tensor(Shape{1, K}, row, "x1"), w, nullptr, 2);
+            const std::vector<float> in_batch(one.begin() + m * N, one.begin() + (m + 1) * N);
+            EXPECT_EQ(alone, in_batch) << dtype_name(dtype) << " " << level << " " << mode_name(mode) << " K " << K
+                                       << " row " << m;
+          }
         }
       }
     }
