@@ -158,7 +158,7 @@ int run_bench(BenchArgs a) {
     return 0;
   }
   fmt::print("threads                 {}\n", threads);
-  fmt::print("q8_0 weights meet       {} activations (FERRY_Q8_ACTIVATIONS)\n", q8_activations);
+  fmt::print("quantized weights meet  {} activations (FERRY_Q8_ACTIVATIONS)\n", q8_activations);
   fmt::print("prompt                  {} tokens: {:.1f} tok/s (best of {})\n", a.prompt_tokens, prompt_tps, a.reps);
   fmt::print("decode                  {} tokens: {:.2f} tok/s ({:.2f} ms/token, best of {}; median {:.2f} tok/s)\n",
              a.gen_tokens, decode_tps_best, 1000.0 / decode_tps_best, a.reps, median(decode_tps));
