@@ -73,14 +73,18 @@ bool supports(Op op, const std::vector<DType>& input_dtypes);
 const char* simd_level();
 
 // What matmul multiplies quantized (q8_0, q4_0) weights with. Q8_0 (the default): each row of
-// activations rounded to q8_0 blocks first, exactly as llama.cpp does, then exact integer dot
-// products per block. That is llama.cpp's arithmetic, so logits match it far more closely than f32
-// activations would, and it takes far fewer instructions per weight byte (decode on quantized
-// weights is bound by them, not only by memory). F32: the activations as they are, the weights decoded in registers:
-// the exact product with the dequantized weights, without the rounding (up to half a step of 1/127 of each block's
-// largest |x|). Chosen once from the environment variable FERRY_Q8_ACTIVATIONS (q8_0 | f32) unless set here;
-// process-wide, not to be changed while kernels run.
+// activations rounded to q8_0 blocks first, as llama.cpp does (with GGUF's reference rounding:
+// half away from zero), then exact integer dot products per block. That is llama.cpp's
+// arithmetic, so logits match it far more closely than f32 activations would (the golden rows
+// within 1e-6; a row can differ where float noise moves a block's scale across an f16 boundary), and it takes far fewer
+// instructions per weight byte (decode on quantized weights is bound by them, not only by memory). F32: the activations
+// as they are, the weights decoded in registers: the exact product with the dequantized weights, without the rounding
+// (up to half a step of 1/127 of each block's largest |x|). Chosen once from the environment variable
+// FERRY_Q8_ACTIVATIONS (q8_0 | f32) unless set here; process-wide, not to be changed while kernels run.
 enum class Q8Activations { F32, Q8_0 };
+// Rows rounded to q8_0 go through matmul this many bytes of quants at a time (at least 4 rows),
+// so its per-thread copy of them stays bounded however long the prompt.
+constexpr int64_t kRoundedRowsSlabBytes = int64_t{4} << 20;
 void set_q8_0_activations(Q8Activations mode);
 Q8Activations q8_0_activations();
 

@@ -148,12 +148,11 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
   const cpu::Isa& isa = cpu::active_isa();
   const bool round_x =
       (args.w_type == DType::Q8_0 || args.w_type == DType::Q4_0) && q8_0_activations() == Q8Activations::Q8_0;
-  // Rows of x rounded to q8_0 go a slab at a time, so the rounded copy (kept per calling thread
-  // between calls: a decode step makes hundreds of matmuls of the same few sizes) stays within
-  // 4 MiB of quants however long the prompt, while each slab still has enough rows (1024 at
-  // K = 4096) that the weights it streams serve many of them.
-  constexpr int64_t kSlabBytes = 4 << 20;
-  const int64_t slab_rows = round_x ? std::max<int64_t>(4, kSlabBytes / K / 4 * 4) : args.M;
+  // Rows of x rounded to q8_0 go a slab at a time (kernels.h kRoundedRowsSlabBytes), so the
+  // rounded copy (kept per calling thread between calls: a decode step makes hundreds of matmuls
+  // of the same few sizes) stays bounded, while each slab still has enough rows (1024 at K = 4096)
+  // that the weights it streams serve many of them.
+  const int64_t slab_rows = round_x ? std::max<int64_t>(4, kRoundedRowsSlabBytes / K / 4 * 4) : args.M;
   const float* const x_all = args.x;
   float* const y_all = args.y;
   const int64_t M = args.M;

@@ -99,8 +99,8 @@ INSTANTIATE_TEST_SUITE_P(Archs, EveryArch,
                          [](const auto& p) { return tiny::arch_name(p.param); });
 
 // Quantized GGUF copies against the f32 (dequantized) HF copy of the same model: the weights are
-// identical, and with activations kept f32 for q8_0 weights too (by default they are rounded to
-// q8_0 as llama.cpp does; the text goldens check that mode), only summation order differs.
+// identical, and with activations kept f32 for q8_0 and q4_0 weights too (by default they are
+// rounded to q8_0 as llama.cpp does; the text goldens check that mode), only summation order differs.
 class QuantizedCopies : public ::testing::TestWithParam<DType> {};
 
 TEST_P(QuantizedCopies, GgufMatchesItsDequantizedTwin) {

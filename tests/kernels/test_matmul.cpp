@@ -51,9 +51,10 @@ std::vector<double> effective_x(DType dtype, const std::vector<float>& xv, int64
 // Runs matmul and checks every output against a double reference. Tolerance: f32 accumulation of
 // K products spread over SIMD lanes has a relative error of about sqrt(K) * 6e-8 of
 // sum |x_k w_k| (~4e-6 for K = 4097 in the worst case of one lane); 1e-5 of that sum leaves
-// margin, while one wrong or missing product moves the result by ~1/K of it (>= 2.4e-4 here).
-// Quantized and 16-bit weights decode exactly to f32, and q8_0 block products are exact integers
-// scaled twice, so the same bound holds for every dtype.
+// margin, while one wrong or missing product moves the result by ~1/K of it (>= 2.4e-4 for the
+// K <= 4097 cases). Quantized and 16-bit weights decode exactly to f32, and q8_0 / q4_0 block
+// products against x rounded to q8_0 are exact integers scaled twice and summed in f32 over K / 32
+// blocks, so the same bound holds for every dtype and mode.
 void check_matmul(const Case& c, int threads) {
   ThreadPool pool(threads);
   const auto xv = random_floats(static_cast<size_t>(c.M * c.K), 1);
@@ -138,26 +139,28 @@ TEST(Matmul, LargerTilesAndOneThreadMatchReference) {
 }
 
 TEST(Matmul, LongRowsRoundedInSlabsMatchReference) {
-  // Rows rounded to q8_0 go in slabs of 4 MiB of quants: 32 rows at K = 131072, so 37 rows take two.
+  // Rows rounded to q8_0 go in slabs of kRoundedRowsSlabBytes of quants: 32 rows at this K, so 37
+  // rows take two (a misplaced slab moves whole rows; this K is too long to see one product).
+  constexpr int64_t K = kernels::kRoundedRowsSlabBytes / 32;
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard(kernels::Q8Activations::Q8_0);
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
-    for (DType dtype : {DType::Q8_0, DType::Q4_0}) check_matmul({dtype, 37, 131072, 2, true}, 2);
+    for (DType dtype : {DType::Q8_0, DType::Q4_0}) check_matmul({dtype, 37, K, 2, true}, 2);
   }
 }
 
 TEST(Matmul, ResultDoesNotDependOnThreadsOrBatchRows) {
   // Each output is accumulated in one fixed order: bit-identical for 1, 2, 3 threads, and the
   // rows of an M=17 batch equal the same rows computed alone (decode vs prefill), also where the
-  // batch's rows are rounded to q8_0 in slabs (of 16 rows at K = 262144).
+  // batch's rows are rounded to q8_0 in slabs (of 16 rows at K = kRoundedRowsSlabBytes / 16).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
     for (DType dtype : kWeightTypes) {
       for (kernels::Q8Activations mode : kQ8Modes) {
-        for (auto [K, N] : {std::pair<int64_t, int64_t>{256, 67}, {262144, 2}}) {
+        for (auto [K, N] : {std::pair<int64_t, int64_t>{256, 67}, {kernels::kRoundedRowsSlabBytes / 16, 2}}) {
           const bool slabs = dtype_traits(dtype).is_quantized && mode == kernels::Q8Activations::Q8_0;
           if (K > 256 && !slabs) continue;
           kernels::set_q8_0_activations(mode);

@@ -1,4 +1,5 @@
-// AVX2 + FMA + F16C inner loops: 8 floats per vector, weights converted to f32 in registers.
+// AVX2 + FMA + F16C inner loops: 8 floats per vector, weights converted to f32 in registers, or
+// for q8_0/q4_0 against activations rounded to q8_0, exact integer products per block.
 // Tails of plain-type rows go through a small zero-padded buffer (AVX2 has no byte-masked loads).
 #include <immintrin.h>
 

@@ -1,5 +1,6 @@
 // AVX-512 (F, BW, VL, DQ) + FMA + F16C inner loops: 16 floats per vector, weights converted to
-// f32 in registers (bf16 by a shift, f16 by vcvtph2ps, q8_0/q4_0 as d * q, which is exact).
+// f32 in registers (bf16 by a shift, f16 by vcvtph2ps, q8_0/q4_0 as d * q, which is exact), or
+// for q8_0/q4_0 against activations rounded to q8_0, exact integer products per block.
 // GCC 12 reports -Wuninitialized inside its own AVX-512 intrinsics, which start from an undefined
 // vector (GCC bug 105593). Silence it for the intrinsic header's lines only.
 #if defined(__GNUC__) && !defined(__clang__)
