@@ -11,11 +11,11 @@
 #include <random>
 #include <vector>
 
+#include "backends/cpu/kernels/bandwidth.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/simd.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
-#include "kernels/bandwidth.h"
-#include "kernels/kernels.h"
-#include "kernels/simd.h"
 
 using namespace ferry;
 

@@ -11,11 +11,11 @@
 #include <thread>
 #include <vector>
 
+#include "backends/cpu/kernels/bandwidth.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "cli/commands.h"
 #include "cli/model_setup.h"
 #include "core/error.h"
-#include "kernels/bandwidth.h"
-#include "kernels/kernels.h"
 
 namespace ferry::cli {
 

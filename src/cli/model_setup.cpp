@@ -171,7 +171,9 @@ std::unique_ptr<LoadedModel> load_model(const RunOptions& o) {
 }
 
 std::unique_ptr<Session> LoadedModel::new_session() {
-  return std::make_unique<Session>(ckpt.spec, placement, weights, context, plan.limits.prefill_chunk);
+  auto session = std::make_unique<Session>(ckpt.spec, placement, weights, context, plan.limits.prefill_chunk);
+  reserve_planned_workspaces(session->executor(), plan, *devices);
+  return session;
 }
 
 std::vector<int32_t> parse_id_list(const std::string& text) {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "backends/registry.h"
 #include "core/device.h"
 #include "engine/checkpoint.h"
 #include "engine/generator.h"

@@ -8,19 +8,24 @@
 #include <new>
 
 #include "core/error.h"
+#include "core/tensor.h"
 
 namespace ferry {
 
 DeviceId DeviceId::parse(std::string_view text) {
   const auto fail_parse = [&]() -> DeviceId {
     fail(ErrorKind::Usage,
-         "unknown device '{}': expected cpu:N (for example cpu:0, cpu:1), or cuda:N as a planning target", text);
+         "unknown device '{}': expected cpu:N (for example cpu:0, cpu:1), opaque:N (a CPU device whose memory only "
+         "its backend reads, for testing), or cuda:N as a planning target",
+         text);
   };
   const size_t colon = text.find(':');
   std::string_view type_name = text.substr(0, colon);
   DeviceType type = DeviceType::Cpu;
   if (type_name == "cuda") {
     type = DeviceType::Cuda;
+  } else if (type_name == "opaque") {
+    type = DeviceType::Opaque;
   } else if (type_name != "cpu") {
     return fail_parse();
   }
@@ -33,48 +38,70 @@ DeviceId DeviceId::parse(std::string_view text) {
 }
 
 std::string DeviceId::str() const {
-  return fmt::format("{}:{}", type == DeviceType::Cuda ? "cuda" : "cpu", index);
+  const char* kind = type == DeviceType::Cuda ? "cuda" : type == DeviceType::Opaque ? "opaque" : "cpu";
+  return fmt::format("{}:{}", kind, index);
 }
 
 Allocator::Allocator(std::string device_name, size_t budget) : device_name_(std::move(device_name)), budget_(budget) {}
 
-Allocator::~Allocator() = default;
-
-void* Allocator::allocate(size_t bytes, std::string_view what) {
-  const size_t rounded = bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+void Allocator::charge(size_t bytes, std::string_view what) {
+  const size_t r = rounded(bytes);
   size_t live = live_.load();
   for (;;) {
-    if (budget_ != kUnlimited && (rounded > budget_ || live > budget_ - rounded)) {
+    if (budget_ != kUnlimited && (r > budget_ || live > budget_ - r)) {
       fail(ErrorKind::OutOfMemory,
            "out of memory on {}: {} needs {}, {} of the {} budget are in use ({} free); give {} a "
            "larger budget, place fewer modules there, or shorten the context",
            device_name_, what, format_bytes(bytes), format_bytes(live), format_bytes(budget_),
            format_bytes(budget_ - std::min(live, budget_)), device_name_);
     }
-    if (live_.compare_exchange_weak(live, live + rounded)) break;
+    if (live_.compare_exchange_weak(live, live + r)) break;
   }
-  void* ptr = ::operator new(rounded, std::align_val_t(kAlignment), std::nothrow);
-  if (ptr == nullptr) {
-    live_.fetch_sub(rounded);
-    fail(ErrorKind::OutOfMemory, "out of memory on {}: the host could not provide {} for {}", device_name_,
-         format_bytes(bytes), what);
-  }
-  const size_t now = live + rounded;
+  const size_t now = live + r;
   size_t peak = peak_.load();
   while (now > peak && !peak_.compare_exchange_weak(peak, now)) {
   }
-  return ptr;
 }
 
-void Allocator::release(void* ptr, size_t bytes) {
-  if (ptr == nullptr) return;
-  const size_t rounded = bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  ::operator delete(ptr, std::align_val_t(kAlignment));
-  live_.fetch_sub(rounded);
+void Allocator::refund(size_t bytes) {
+  live_.fetch_sub(rounded(bytes));
 }
 
-Device::Device(DeviceId id, size_t budget_bytes, int n_threads)
-    : id_(id), allocator_(id.str(), budget_bytes), threads_(n_threads) {}
+Device::Device(DeviceId id, size_t budget_bytes) : id_(id), allocator_(id.str(), budget_bytes) {}
+
+Device::~Device() = default;
+
+std::shared_ptr<Storage> Device::allocate(size_t bytes, const std::string& what) {
+  allocator_.charge(bytes, what);
+  void* address = allocate_memory(Allocator::rounded(bytes));
+  if (address == nullptr) {
+    allocator_.refund(bytes);
+    fail(ErrorKind::OutOfMemory, "out of memory on {}: the device could not provide {} for {}", name(),
+         format_bytes(bytes), what);
+  }
+  auto s = std::make_shared<Storage>(Storage::Key{});
+  s->address_ = address;
+  s->size_ = bytes;
+  s->device_ = this;
+  s->host_addressable_ = host_addressable();
+  s->owner_ = Storage::Owner::Device;
+  return s;
+}
+
+std::shared_ptr<Storage> Device::adopt(void* data, size_t bytes, std::shared_ptr<const void> keep_alive,
+                                       const std::string& what) {
+  if (!host_addressable()) {
+    fail(ErrorKind::Internal, "{} cannot use host memory in place for {}: its memory is not host memory", name(), what);
+  }
+  allocator_.charge(bytes, what);
+  auto s = std::make_shared<Storage>(Storage::Key{});
+  s->address_ = data;
+  s->size_ = bytes;
+  s->device_ = this;
+  s->owner_ = Storage::Owner::Charged;
+  s->keep_alive_ = std::move(keep_alive);
+  return s;
+}
 
 size_t parse_byte_size(std::string_view text) {
   std::string_view num = text;
@@ -178,34 +205,6 @@ std::string format_device_list(const std::vector<DeviceSpec>& specs) {
     if (s.budget != Allocator::kUnlimited) out += fmt::format("={}", s.budget);
     if (s.threads > 0) out += fmt::format("@{}", s.threads);
   }
-  return out;
-}
-
-DeviceSet::DeviceSet(const std::vector<DeviceSpec>& specs, int total_threads) {
-  if (specs.empty()) fail(ErrorKind::Usage, "no devices given");
-  const int n = static_cast<int>(specs.size());
-  const int share = std::max(1, total_threads / n);
-  for (const auto& s : specs) {
-    if (s.id.type != DeviceType::Cpu) {
-      fail(ErrorKind::Unsupported,
-           "{} is a planning target only: ferry has no kernels for it in this build; run on cpu:N devices, or use "
-           "`ferry plan` to plan for {}",
-           s.id.str(), s.id.str());
-    }
-    devices_.push_back(std::make_unique<Device>(s.id, s.budget, s.threads > 0 ? s.threads : share));
-  }
-}
-
-Device& DeviceSet::get(const DeviceId& id) {
-  for (auto& d : devices_) {
-    if (d->id() == id) return *d;
-  }
-  fail(ErrorKind::Usage, "device {} is not among the devices of this run", id.str());
-}
-
-std::vector<Device*> DeviceSet::all() {
-  std::vector<Device*> out;
-  for (auto& d : devices_) out.push_back(d.get());
   return out;
 }
 

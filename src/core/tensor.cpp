@@ -45,37 +45,45 @@ bool operator==(const Shape& a, const Shape& b) {
   return true;
 }
 
-std::shared_ptr<Storage> Storage::allocate(Device& device, size_t bytes, const std::string& what) {
-  auto s = std::make_shared<Storage>(Key{});
-  s->data_ = device.allocator().allocate(bytes, what);
-  s->size_ = bytes;
-  s->device_ = &device;
-  return s;
-}
-
 std::shared_ptr<Storage> Storage::host(size_t bytes) {
   auto s = std::make_shared<Storage>(Key{});
   const size_t rounded = (bytes + 63) / 64 * 64 + 64;
-  s->data_ = ::operator new(rounded, std::align_val_t(64));
+  s->address_ = ::operator new(rounded, std::align_val_t(64));
   s->size_ = bytes;
-  s->owned_heap_ = true;
+  s->owner_ = Owner::Heap;
   return s;
 }
 
 std::shared_ptr<Storage> Storage::view(void* data, size_t bytes, std::shared_ptr<const void> keep_alive) {
   auto s = std::make_shared<Storage>(Key{});
-  s->data_ = data;
+  s->address_ = data;
   s->size_ = bytes;
   s->keep_alive_ = std::move(keep_alive);
   return s;
 }
 
 Storage::~Storage() {
-  if (device_ != nullptr) {
-    device_->allocator().release(data_, size_);
-  } else if (owned_heap_) {
-    ::operator delete(data_, std::align_val_t(64));
+  switch (owner_) {
+    case Owner::Heap:
+      ::operator delete(address_, std::align_val_t(64));
+      break;
+    case Owner::Device:
+      device_->free_memory(address_, Allocator::rounded(size_));
+      device_->allocator().refund(size_);
+      break;
+    case Owner::Charged:
+      device_->allocator().refund(size_);
+      break;
+    case Owner::None:
+      break;
   }
+}
+
+void Storage::fail_not_host_addressable() const {
+  fail(ErrorKind::Internal,
+       "a tensor in the memory of {} was read from the host, but that memory is not host-addressable: only its "
+       "backend may read it (a bug in ferry: data moves through Device::read/write/copy_from)",
+       device_ != nullptr ? device_->name() : std::string("a device"));
 }
 
 namespace {
@@ -114,7 +122,7 @@ size_t checked_bytes(DType dtype, const Shape& shape) {
 
 Tensor Tensor::empty(Device& device, DType dtype, const Shape& shape, const std::string& name) {
   const size_t bytes = checked_bytes(dtype, shape);
-  return view(Storage::allocate(device, bytes, name.empty() ? std::string("a tensor") : name), 0, dtype, shape, name);
+  return view(device.allocate(bytes, name.empty() ? std::string("a tensor") : name), 0, dtype, shape, name);
 }
 
 Tensor Tensor::host(DType dtype, const Shape& shape, const std::string& name) {

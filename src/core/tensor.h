@@ -42,37 +42,50 @@ struct Shape {
   friend bool operator==(const Shape& a, const Shape& b);
 };
 
-// Memory a tensor views. Owns it when it came from an allocator or the heap; views it when it is
-// a mapped file region kept alive by `keep_alive`.
+// Memory a tensor views: host memory (owned, or a view of memory someone else owns such as a
+// memory-mapped checkpoint), or a device's memory (Device::allocate, Device::adopt), which is
+// host-addressable only when the device says so.
 class Storage {
   struct Key {
     explicit Key() = default;
   };
 
  public:
-  // From a device's allocator (counted against its budget).
-  static std::shared_ptr<Storage> allocate(Device& device, size_t bytes, const std::string& what);
   // Host memory not owned by any device (graph inputs, outputs returned to the caller).
   static std::shared_ptr<Storage> host(size_t bytes);
-  // A view of memory that someone else owns (e.g. a memory-mapped checkpoint).
+  // A view of host memory that someone else owns (e.g. a memory-mapped checkpoint).
   static std::shared_ptr<Storage> view(void* data, size_t bytes, std::shared_ptr<const void> keep_alive);
 
   // Public for the factories' std::make_shared (one allocation for the Storage and its control
-  // block), but only they can name Key.
+  // block), but only they (and Device) can name Key.
   explicit Storage(Key) {}
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  void* data() const { return data_; }
+  // A host pointer to the bytes. Error(Internal) for device memory that is not host-addressable:
+  // only its backend reads that, through address().
+  void* data() const {
+    if (!host_addressable_) fail_not_host_addressable();
+    return address_;
+  }
+  // Where the bytes are in their device's address space (for host memory, the host pointer).
+  // Meant for backends; nothing else may dereference it.
+  void* address() const { return address_; }
   size_t size() const { return size_; }
-  Device* device() const { return device_; }
+  Device* device() const { return device_; }  // nullptr: host memory
+  bool host_addressable() const { return host_addressable_; }
 
  private:
-  void* data_ = nullptr;
+  friend class Device;
+  enum class Owner : uint8_t { None, Heap, Device, Charged };
+  [[noreturn]] void fail_not_host_addressable() const;
+
+  void* address_ = nullptr;
   size_t size_ = 0;
-  Device* device_ = nullptr;  // nullptr: host memory
-  bool owned_heap_ = false;
+  Device* device_ = nullptr;
+  bool host_addressable_ = true;
+  Owner owner_ = Owner::None;
   std::shared_ptr<const void> keep_alive_;
 };
 
@@ -104,7 +117,11 @@ class Tensor {
   void set_name(std::string name) { name_ = std::move(name); }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
+  // A host pointer (Error(Internal) when the tensor is in memory only its device's backend reads).
   void* data() const { return static_cast<char*>(storage_->data()) + offset_; }
+  // The tensor's address in its device's address space: for backends only.
+  void* address() const { return static_cast<char*>(storage_->address()) + offset_; }
+  size_t offset() const { return offset_; }  // into its storage, in bytes
   template <typename T>
   T* data_as() const {
     return static_cast<T*>(data());

@@ -10,4 +10,11 @@ Placement placement_from_plan(const Plan& plan, DeviceSet& devices) {
   return placement;
 }
 
+void reserve_planned_workspaces(Executor& executor, const Plan& plan, DeviceSet& devices) {
+  for (const DevicePlan& d : plan.devices) {
+    if (d.modules.empty()) continue;
+    executor.reserve_workspace(devices.get(d.device.id), static_cast<size_t>(d.workspace_bytes));
+  }
+}
+
 }  // namespace ferry

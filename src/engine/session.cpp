@@ -67,12 +67,15 @@ Session::StepGraph& Session::step_graph(int64_t n_tokens, bool all_logits, int64
   if (g.outputs().size() != 1 || g.value(g.outputs()[0]).dtype != DType::F32) {
     fail(ErrorKind::Internal, "a decoder step must have one f32 output (its logits)");
   }
-  for (size_t i = 0; i < g.nodes().size(); ++i) {
-    if (std::holds_alternative<AttentionParams>(g.nodes()[i].params)) s->attention_nodes.push_back(static_cast<int>(i));
-  }
   s->tokens = Tensor::host(DType::I32, Shape{n_tokens}, "tokens");
   s->positions = Tensor::host(DType::I32, Shape{n_tokens}, "positions");
-  s->inputs = {{"tokens", s->tokens}, {"positions", s->positions}};
+  s->kv_position = Tensor::host(DType::I32, Shape{1}, "kv_position");
+  s->inputs = {{"tokens", s->tokens}, {"positions", s->positions}, {"kv_position", s->kv_position}};
+  if (g.find("logit_rows") != kNoValue) {
+    s->logit_rows = Tensor::host(DType::I32, Shape{1}, "logit_rows");
+    *s->logit_rows.data_as<int32_t>() = static_cast<int32_t>(n_tokens - 1);
+    s->inputs.emplace("logit_rows", s->logit_rows);
+  }
   if (image_rows > 0) {
     // "image_embeds" is the caller's tensor, wherever it lives; set before every run.
     s->embed_rows = Tensor::host(DType::I32, Shape{n_tokens}, "embed_rows");
@@ -265,11 +268,7 @@ std::vector<float> Session::eval_step(std::span<const int32_t> tokens, std::span
       rows[t] = r < 0 ? static_cast<int32_t>(t) : static_cast<int32_t>(n + r);
     }
   }
-  for (int node : step.attention_nodes) {
-    AttentionParams p = std::get<AttentionParams>(step.graph.graph().nodes()[static_cast<size_t>(node)].params);
-    p.kv_offset = n_past_;
-    step.graph.set_params(node, p);
-  }
+  *step.kv_position.data_as<int32_t>() = static_cast<int32_t>(n_past_);
   std::memcpy(step.tokens.data(), tokens.data(), tokens.size_bytes());
   std::memcpy(step.positions.data(), positions.data(), positions.size_bytes());
 

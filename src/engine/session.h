@@ -1,6 +1,7 @@
 // A running model: the loaded weights, a KV cache per layer on that layer's device, and the
 // position bookkeeping. Builds a step's graph once per step shape and hands it to the executor,
-// which keeps its schedule: a decode step only advances the cache offset.
+// which keeps its schedule, workspace layout and device programs: a decode step only rewrites its
+// input tensors (tokens, positions, the cache position).
 #pragma once
 
 #include <cstdint>
@@ -78,10 +79,11 @@ class Session {
     bool all_logits = false;
     int64_t image_rows = 0;  // > 0: the GLM-4V step taking image embeddings
     PreparedGraph graph;
-    std::vector<int> attention_nodes;
-    Tensor tokens;      // [n_tokens] i32, rewritten every step
-    Tensor positions;   // [n_tokens] i32
-    Tensor embed_rows;  // [n_tokens] i32 (image steps only)
+    Tensor tokens;       // [n_tokens] i32, rewritten every step
+    Tensor positions;    // [n_tokens] i32
+    Tensor kv_position;  // [1] i32: the cache rows filled before the step
+    Tensor logit_rows;   // [1] i32: the row whose logits come back (steps of several tokens)
+    Tensor embed_rows;   // [n_tokens] i32 (image steps only)
     Executor::Inputs inputs;
   };
   StepGraph& step_graph(int64_t n_tokens, bool all_logits, int64_t image_rows = 0);

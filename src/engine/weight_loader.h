@@ -1,7 +1,10 @@
-// Materialises every parameter of a checkpoint onto the device its module is placed on.
+// Puts every parameter of a checkpoint on the device its module is placed on: in place from the
+// memory-mapped file where the device can use host memory as it is, else written through the
+// device interface (converted on the host first when the dtype changes).
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include "engine/checkpoint.h"
 #include "runtime/placement.h"
@@ -14,8 +17,18 @@ using LoadProgress = std::function<void(uint64_t done, uint64_t total)>;
 
 // Loads the parameters of every module of ckpt.spec onto placement.device_of(module). A tied
 // parameter (one name read by two modules) is loaded once, on its first module's device.
-// Matrices keep their stored dtype; vectors are widened to f32.
+// Matrices keep their stored dtype; vectors are widened to f32. On a host-addressable device
+// (CPU), a tensor whose stored dtype is the dtype it runs in is used in place from the mapped file
+// (charged against the device's budget); every other tensor is copied or converted, and the
+// mapping's pages it came from are released.
 void load_weights(const Checkpoint& ckpt, const Placement& placement, WeightStore& weights,
                   const LoadProgress& progress = {});
+
+// Copies `source` (a host-addressable tensor, e.g. a view of a mapped checkpoint) onto `device`,
+// allocated there (charged against its budget) and converted to `dtype` on the host when it differs
+// from the stored one (through f32, a bounded number of rows at a time). Returns once the bytes
+// are on the device. Throws Error(Shape) when `dtype` cannot hold the tensor's rows,
+// Error(OutOfMemory) from the device's budget.
+Tensor materialize_weight(const Tensor& source, Device& device, DType dtype, const std::string& name);
 
 }  // namespace ferry

@@ -52,6 +52,18 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
   return file;
 }
 
+void MappedFile::release_pages(const void* data, size_t bytes) const {
+  if (!mapped_ || bytes == 0) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t end = (begin + bytes) / page * page;
+  const auto lo = reinterpret_cast<uintptr_t>(data_);
+  if (first >= end || first < lo || end > lo + size_) return;
+  // Advice only: on failure the pages simply stay resident.
+  (void)::madvise(reinterpret_cast<void*>(first), end - first, MADV_DONTNEED);
+}
+
 std::shared_ptr<const MappedFile> MappedFile::from_bytes(std::string name, std::vector<uint8_t> bytes) {
   std::shared_ptr<MappedFile> file(new MappedFile());
   file->path_ = std::move(name);

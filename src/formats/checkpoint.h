@@ -29,6 +29,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the resident pages that lie wholly inside [data, data + bytes) (a range of this file):
+  // after a tensor was converted into device memory its source bytes are not read again, and
+  // reading them would only fault them back in from the file. A no-op for in-memory files.
+  void release_pages(const void* data, size_t bytes) const;
 
  private:
   MappedFile() = default;

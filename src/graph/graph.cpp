@@ -158,7 +158,7 @@ ValueId GraphBuilder::rope(ValueId x, ValueId positions, const RopeParams& p, co
 }
 
 ValueId GraphBuilder::attention(ValueId q, ValueId k, ValueId v_new, ValueId k_cache, ValueId v_cache,
-                                const AttentionParams& p, const std::string& name) {
+                                const AttentionParams& p, const std::string& name, ValueId kv_position) {
   const Value& qv = v(q);
   const Value& kc = v(k_cache);
   const int64_t T = qv.shape[0];
@@ -166,14 +166,17 @@ ValueId GraphBuilder::attention(ValueId q, ValueId k, ValueId v_new, ValueId k_c
   const bool ok = qv.shape.rank == 2 && qv.shape[1] == static_cast<int64_t>(p.n_head) * p.head_dim &&
                   v(k).shape == Shape{T, kv_width} && v(v_new).shape == Shape{T, kv_width} && kc.shape.rank == 2 &&
                   kc.shape[1] == kv_width && v(v_cache).shape == kc.shape && p.n_kv_head > 0 &&
-                  p.n_head % p.n_kv_head == 0 && p.kv_offset >= 0 && p.kv_offset + T <= kc.shape[0];
+                  p.n_head % p.n_kv_head == 0 && p.kv_offset >= 0 && p.kv_offset + T <= kc.shape[0] &&
+                  (kv_position == kNoValue || (v(kv_position).dtype == DType::I32 && v(kv_position).shape == Shape{1}));
   if (!ok) {
     shape_error("attention", name,
                 fmt::format("q {}, k {}, v {}, cache {} with {} heads, {} kv heads, head_dim {}, offset {}",
                             qv.shape.str(), v(k).shape.str(), v(v_new).shape.str(), kc.shape.str(), p.n_head,
                             p.n_kv_head, p.head_dim, p.kv_offset));
   }
-  return g_.add_node(Op::Attention, {q, k, v_new, k_cache, v_cache}, p, DType::F32, qv.shape, name, module_);
+  std::vector<ValueId> inputs{q, k, v_new, k_cache, v_cache};
+  if (kv_position != kNoValue) inputs.push_back(kv_position);
+  return g_.add_node(Op::Attention, std::move(inputs), p, DType::F32, qv.shape, name, module_);
 }
 
 ValueId GraphBuilder::silu(ValueId x, const std::string& name) {

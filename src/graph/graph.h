@@ -100,8 +100,10 @@ class GraphBuilder {
   ValueId rms_norm(ValueId x, ValueId w, float eps, const std::string& name);
   ValueId layer_norm(ValueId x, ValueId w, ValueId b, float eps, const std::string& name);  // b may be kNoValue
   ValueId rope(ValueId x, ValueId positions, const RopeParams& p, const std::string& name);
+  // kv_position (i32 [1], optional): the cache row this step writes first, read when the op runs
+  // instead of p.kv_offset, so the same graph serves every step.
   ValueId attention(ValueId q, ValueId k, ValueId v, ValueId k_cache, ValueId v_cache, const AttentionParams& p,
-                    const std::string& name);
+                    const std::string& name, ValueId kv_position = kNoValue);
   ValueId silu(ValueId x, const std::string& name);
   ValueId gelu(ValueId x, const std::string& name);
   ValueId gelu_tanh(ValueId x, const std::string& name);

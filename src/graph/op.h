@@ -26,9 +26,12 @@ enum class Op : uint8_t {
   // inputs: x [T, n*head_dim] f32, positions [T] i32                  -> x with RoPE on each head
   Rope,
   // inputs: q [T, nh*hd], k [T, nkv*hd], v [T, nkv*hd],
-  //         k_cache [S, nkv*hd], v_cache [S, nkv*hd] (state, f32)      -> [T, nh*hd]
+  //         k_cache [S, nkv*hd], v_cache [S, nkv*hd] (state, f32),
+  //         optional kv_position [1] i32                                -> [T, nh*hd]
   // Writes k, v into cache rows [kv_offset, kv_offset + T); query i attends to cache rows
   // [0, kv_offset + i] (causal by cache slot). GQA: query head h reads kv head h / (nh / nkv).
+  // kv_offset is kv_position's value when the input is given (a per-step value, so one prepared
+  // graph serves every step), else AttentionParams::kv_offset.
   Attention,
   // inputs: x                                                         -> silu(x) = x * sigmoid(x)
   Silu,

@@ -318,8 +318,9 @@ Graph decoder_graph(const ModelSpec& spec, const StepShape& step, int64_t image_
   const int64_t QW = c.q_width();
   const int64_t KVW = c.kv_width();
 
-  const ValueId tokens = g.input("tokens", DType::I32, Shape{T});        // [T] token ids
-  const ValueId positions = g.input("positions", DType::I32, Shape{T});  // [T] position ids
+  const ValueId tokens = g.input("tokens", DType::I32, Shape{T});            // [T] token ids
+  const ValueId positions = g.input("positions", DType::I32, Shape{T});      // [T] position ids
+  const ValueId kv_position = g.input("kv_position", DType::I32, Shape{1});  // [1] first cache row written
 
   b.set_module(embed_module());
   ValueId x = b.embedding(weight_of(b, spec, LogicalTensor::TokenEmbedding), tokens, "embed.out");  // [T, H]
@@ -336,7 +337,6 @@ Graph decoder_graph(const ModelSpec& spec, const StepShape& step, int64_t image_
   attn.n_kv_head = c.n_kv_head;
   attn.head_dim = c.head_dim;
   attn.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  attn.kv_offset = step.kv_offset;
 
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = layer_module(l);
@@ -359,7 +359,7 @@ Graph decoder_graph(const ModelSpec& spec, const StepShape& step, int64_t image_
     k = b.rope(k, positions, rope, p + ".k_rope");
     const ValueId k_cache = b.state(k_cache_name(l), DType::F32, Shape{step.kv_capacity, KVW});
     const ValueId v_cache = b.state(v_cache_name(l), DType::F32, Shape{step.kv_capacity, KVW});
-    const ValueId a = b.attention(q, k, v, k_cache, v_cache, attn, p + ".attn");
+    const ValueId a = b.attention(q, k, v, k_cache, v_cache, attn, p + ".attn", kv_position);
     ValueId o = b.matmul(a, w(LogicalTensor::AttnOut), w(LogicalTensor::AttnOutBias), p + ".attn_out");
     if (c.post_norms) o = b.rms_norm(o, w(LogicalTensor::AttnPostNorm), c.norm_eps, p + ".attn_post_norm");
     x = b.add(x, o, p + ".attn_residual");
@@ -379,7 +379,10 @@ Graph decoder_graph(const ModelSpec& spec, const StepShape& step, int64_t image_
   }
 
   b.set_module(head_module());
-  if (!step.all_logits && T > 1) x = b.slice(x, 0, T - 1, 1, "head.last_token");
+  if (!step.all_logits && T > 1) {
+    // The row that gives logits is an input too ([1] i32, normally T - 1), not a node parameter.
+    x = b.embedding(x, g.input("logit_rows", DType::I32, Shape{1}), "head.logit_rows");
+  }
   const ValueId normed = b.rms_norm(x, weight_of(b, spec, LogicalTensor::OutputNorm), c.norm_eps, "head.norm");
   const ValueId out_w =
       c.tied_embeddings ? weight_of(b, spec, LogicalTensor::TokenEmbedding) : weight_of(b, spec, LogicalTensor::Output);

@@ -78,7 +78,11 @@ struct StepShape {
 };
 
 // Graph inputs: "tokens" [T] i32, "positions" [T] i32 (explicit position ids, independent of the
-// cache slot). Output: "logits" [T or 1, vocab] f32.
+// cache slot), "kv_position" [1] i32 (the first cache row this step writes: the tokens already
+// cached) and, when T > 1 without all_logits, "logit_rows" [1] i32 (the row whose logits are
+// returned, T - 1 for the next token). Every value that changes from step to step is an input, so
+// one graph per step shape runs every step. Output: "logits" [T or 1, vocab] f32. StepShape's
+// kv_offset is only checked against the capacity.
 Graph build_decoder_graph(const ModelSpec& spec, const StepShape& step);
 
 // GLM-4V: the same step with image embeddings spliced into its input. Extra inputs: "image_embeds"

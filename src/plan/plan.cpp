@@ -168,7 +168,7 @@ void estimate_plan(Plan& plan, const ModelSpec& spec) {
   plan.images = spec.config.vision.present() ? spec.config.vision.max_images : 0;
   for (auto& d : plan.devices) {
     d.modules.clear();
-    d.weight_bytes = d.kv_bytes = d.workspace_bytes = d.logits_bytes = d.vision_bytes = 0;
+    d.weight_bytes = d.kv_bytes = d.workspace_bytes = d.logits_bytes = d.vision_bytes = d.image_embeds_bytes = 0;
     d.reserve_bytes = plan.limits.reserve_bytes;
   }
   if (plan.assignment.size() != costs.size()) {
@@ -187,7 +187,8 @@ void estimate_plan(Plan& plan, const ModelSpec& spec) {
   // of the largest size (a prefill chunk, per sequence), and with a vision tower the tower +
   // projector step at the most images and the prefill step that splices their embeddings in (all
   // image rows arrive at once). Per decoded token: the one-token step's device-to-device bytes.
-  const auto simulate = [&](const Graph& g, const std::vector<std::pair<std::string, int>>& device_inputs = {}) {
+  const auto simulate = [&](const Graph& g, const std::vector<std::pair<std::string, int>>& device_inputs = {},
+                            bool outputs_to_host = true) {
     std::vector<int> module_device;
     for (const auto& name : g.modules()) {
       const int d = plan.device_index_of(name);
@@ -195,26 +196,27 @@ void estimate_plan(Plan& plan, const ModelSpec& spec) {
       module_device.push_back(d);
     }
     return simulate_step_memory(g, module_device, static_cast<int>(plan.devices.size()), Allocator::kAlignment,
-                                device_inputs);
+                                device_inputs, outputs_to_host);
   };
   const int64_t context = plan.limits.max_context;
   const StepShape largest_shape{plan.limits.largest_step(), 0, context, false};
   const StepMemory largest = simulate(build_decoder_graph(spec, largest_shape));
   const StepMemory decode = simulate(build_decoder_graph(spec, StepShape{1, 0, context, false}));
   for (size_t d = 0; d < plan.devices.size(); ++d)
-    plan.devices[d].workspace_bytes = largest.peak_bytes[d] * static_cast<uint64_t>(plan.limits.max_batch);
+    plan.devices[d].workspace_bytes = largest.workspace_bytes[d] * static_cast<uint64_t>(plan.limits.max_batch);
   const VisionConfig& vision = spec.config.vision;
   if (vision.present() && vision.max_images > 0) {
-    const StepMemory tower = simulate(build_vision_graph(spec, vision.max_images));
-    // The image embeddings stay on the projector's device from the tower's step until the prefill
-    // step that reads them.
+    // The image embeddings stay on the projector's device, outside the workspace, from the tower's
+    // step until the prefill step that reads them.
+    const StepMemory tower = simulate(build_vision_graph(spec, vision.max_images), {}, false);
     const StepMemory image_step =
         simulate(build_decoder_graph_with_images(spec, largest_shape, vision.max_images * vision.text_tokens()),
                  {{"image_embeds", plan.device_index_of(projector_module())}});
     for (size_t d = 0; d < plan.devices.size(); ++d) {
-      plan.devices[d].vision_bytes = tower.peak_bytes[d];
+      plan.devices[d].vision_bytes = tower.workspace_bytes[d];
       plan.devices[d].workspace_bytes =
-          std::max({plan.devices[d].workspace_bytes, tower.peak_bytes[d], image_step.peak_bytes[d]});
+          std::max({plan.devices[d].workspace_bytes, tower.workspace_bytes[d], image_step.workspace_bytes[d]});
+      plan.devices[d].image_embeds_bytes = std::max(tower.held_bytes[d], image_step.held_bytes[d]);
     }
   }
   const int head = plan.device_index_of(head_module());

@@ -30,13 +30,16 @@ struct DevicePlan {
   std::vector<std::string> modules;
   uint64_t weight_bytes = 0;
   uint64_t kv_bytes = 0;
-  uint64_t workspace_bytes = 0;  // activations of the largest step (and the logits buffer on the head's device)
-  uint64_t logits_bytes = 0;     // of which: the logits the step leaves on this device
-  uint64_t vision_bytes = 0;     // the vision tower + projector step's activations here, at the most images
-                                 // (workspace covers it: workspace is the largest of all steps)
+  // The workspace buffer the runtime allocates: the largest of the steps' packed activations (the
+  // logits buffer on the head's device included).
+  uint64_t workspace_bytes = 0;
+  uint64_t logits_bytes = 0;        // of which: the logits the step leaves on this device
+  uint64_t vision_bytes = 0;        // the vision tower + projector step's activations here, at the most images
+                                    // (workspace covers it: workspace is the largest of all steps)
+  uint64_t image_embeds_bytes = 0;  // image embeddings held here from the vision step to the prefill
   uint64_t reserve_bytes = 0;
 
-  uint64_t total() const { return weight_bytes + kv_bytes + workspace_bytes + reserve_bytes; }
+  uint64_t total() const { return weight_bytes + kv_bytes + workspace_bytes + image_embeds_bytes + reserve_bytes; }
   bool over_budget() const { return device.budget != Allocator::kUnlimited && total() > device.budget; }
 };
 

@@ -55,6 +55,7 @@ nlohmann::ordered_json plan_to_json(const Plan& plan, const ModelSpec& spec) {
     dj["workspace_bytes"] = d.workspace_bytes;
     dj["logits_bytes"] = d.logits_bytes;
     dj["vision_workspace_bytes"] = d.vision_bytes;
+    dj["image_embeds_bytes"] = d.image_embeds_bytes;
     dj["reserve_bytes"] = d.reserve_bytes;
     dj["total_bytes"] = d.total();
     dj["fits"] = !d.over_budget();

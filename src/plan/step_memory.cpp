@@ -3,6 +3,7 @@
 #include <map>
 #include <utility>
 
+#include "core/arena.h"
 #include "core/error.h"
 
 namespace ferry {
@@ -30,7 +31,8 @@ struct SimStep {
 }  // namespace
 
 StepMemory simulate_step_memory(const Graph& graph, const std::vector<int>& module_device, int n_devices,
-                                uint64_t alignment, const std::vector<std::pair<std::string, int>>& device_inputs) {
+                                uint64_t alignment, const std::vector<std::pair<std::string, int>>& device_inputs,
+                                bool outputs_to_host) {
   const auto& values = graph.values();
   std::vector<int> home(values.size(), kHost);  // where each value lives before any copy
   for (size_t id = 0; id < values.size(); ++id) {
@@ -92,9 +94,14 @@ StepMemory simulate_step_memory(const Graph& graph, const std::vector<int>& modu
   }
   flush_split();
   std::map<ValueId, bool> output_seen;
+  std::map<std::pair<ValueId, int>, bool> kept;  // outputs left on their device
   for (ValueId id : graph.outputs()) {
     if (!output_seen.emplace(id, true).second || home[static_cast<size_t>(id)] == kHost) continue;
-    steps.push_back(SimStep{kNoValue, kHost, {{id, home[static_cast<size_t>(id)]}}, false});
+    if (outputs_to_host) {
+      steps.push_back(SimStep{kNoValue, kHost, {{id, home[static_cast<size_t>(id)]}}, false});
+    } else if (values[static_cast<size_t>(id)].kind == ValueKind::Result) {
+      kept[{id, home[static_cast<size_t>(id)]}] = true;
+    }
   }
 
   // Liveness: a produced tensor lives from its step to the last step that reads it.
@@ -102,35 +109,31 @@ StepMemory simulate_step_memory(const Graph& graph, const std::vector<int>& modu
   for (size_t i = 0; i < steps.size(); ++i) {
     for (const auto& r : steps[i].reads) last_read[r] = i;
   }
-  std::vector<std::vector<std::pair<ValueId, int>>> release_after(steps.size());
+  // Each produced tensor's lifetime, packed per device as the executor packs its workspace.
+  StepMemory out;
+  out.workspace_bytes.assign(static_cast<size_t>(n_devices), 0);
+  out.held_bytes = held;
+  std::vector<std::vector<ArenaBlock>> blocks(static_cast<size_t>(n_devices));
   for (size_t i = 0; i < steps.size(); ++i) {
     const SimStep& s = steps[i];
     if (s.value == kNoValue || s.location == kHost) continue;
+    const Value& v = values[static_cast<size_t>(s.value)];
     const auto key = std::make_pair(s.value, s.location);
+    if (s.device_copy) {
+      out.device_copies++;
+      out.device_bytes_copied += *dtype_bytes(v.dtype, static_cast<uint64_t>(v.shape.numel()));
+    }
+    if (kept.count(key)) {
+      out.held_bytes[static_cast<size_t>(s.location)] += allocation_bytes(v, alignment);
+      continue;
+    }
     const auto it = last_read.find(key);
-    release_after[it == last_read.end() ? i : std::max(i, it->second)].push_back(key);
+    const size_t last = it == last_read.end() ? i : std::max(i, it->second);
+    blocks[static_cast<size_t>(s.location)].push_back(
+        ArenaBlock{*dtype_bytes(v.dtype, static_cast<uint64_t>(v.shape.numel())), static_cast<int64_t>(i),
+                   static_cast<int64_t>(last)});
   }
-
-  StepMemory out;
-  out.peak_bytes = held;
-  std::vector<uint64_t> live = held;
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const SimStep& s = steps[i];
-    if (s.value != kNoValue && s.location != kHost) {
-      const auto d = static_cast<size_t>(s.location);
-      live[d] += allocation_bytes(values[static_cast<size_t>(s.value)], alignment);
-      out.peak_bytes[d] = std::max(out.peak_bytes[d], live[d]);
-      if (s.device_copy) {
-        out.device_copies++;
-        out.device_bytes_copied +=
-            *dtype_bytes(values[static_cast<size_t>(s.value)].dtype,
-                         static_cast<uint64_t>(values[static_cast<size_t>(s.value)].shape.numel()));
-      }
-    }
-    for (const auto& [value, location] : release_after[i]) {
-      live[static_cast<size_t>(location)] -= allocation_bytes(values[static_cast<size_t>(value)], alignment);
-    }
-  }
+  for (size_t d = 0; d < blocks.size(); ++d) out.workspace_bytes[d] = pack_arena(blocks[d], alignment).size;
   return out;
 }
 

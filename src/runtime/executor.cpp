@@ -7,33 +7,46 @@
 #include <iostream>
 #include <utility>
 
+#include "core/arena.h"
 #include "core/error.h"
-#include "kernels/kernels.h"
 #include "runtime/run_plan.h"
 
 namespace ferry {
 
-// Everything a run of one prepared graph needs that does not change from run to run, and the
-// tensors of the run in progress. Built by Executor::make_plan for one executor and one generation
-// of its stores.
+// One thing the run does, in order: a copy (a schedule step) or a split's program on its device.
+struct Action {
+  enum class Kind : uint8_t { Copy, Program } kind = Kind::Copy;
+  size_t step = 0;     // Copy: the run plan's step
+  size_t program = 0;  // Program: index into ExecutablePlan::programs
+};
+
+// Everything a run of one prepared graph needs that does not change from run to run. Built by
+// Executor::make_plan for one executor, one generation of its stores and one of its workspaces.
 struct ExecutablePlan {
   uint64_t executor_id = 0;
   uint64_t weights_generation = 0;
   uint64_t states_generation = 0;
+  uint64_t workspace_generation = 0;
   bool dropped_device_copies = false;
   std::vector<Device*> input_homes;  // by ValueId: where the run's inputs were supplied (nullptr: host)
   bool outputs_to_host = true;
 
   Schedule schedule;
   RunPlan run;
-  std::vector<std::string> what;           // by step: what an allocation is for, for out-of-memory messages
-  std::vector<size_t> output_position;     // by step: for a copy to host, its index in graph.outputs()
-  std::vector<int32_t> input_slots;        // slots of the Input values that steps read
-  std::vector<Tensor> held;                // by slot: inputs and produced tensors, empty between runs
-  std::vector<Tensor*> tensor;             // by slot: &held[slot], or the stored weight/state tensor
-  std::vector<std::vector<Tensor*>> args;  // by step: a compute's input tensors, in node order
-  std::vector<Device*> devices;            // every device a step uses, ordered by id
-  RunStats stats;                          // all but the allocator peaks, which each run reads
+  std::vector<size_t> output_position;  // by step: for a copy to host, its index in graph.outputs()
+  std::vector<int32_t> input_slots;     // slots of the Input values that steps read
+  std::vector<int32_t> kept_slots;      // outputs left on their device: a fresh tensor each run
+  std::vector<std::string> kept_what;   // by kept slot: what the allocation is for
+  // By slot: the tensor's handle. Workspace views are made once; inputs and kept outputs are set
+  // each run and dropped after it. Stored tensors are pointed to in their store (`tensor`).
+  std::vector<Tensor> held;
+  std::vector<const Tensor*> tensor;  // by slot: &held[slot], or the stored weight/state tensor
+  std::vector<Tensor> staging;        // by step: host memory a copy between two devices passes through
+  std::vector<std::unique_ptr<Program>> programs;
+  std::vector<Device*> program_device;
+  std::vector<Action> actions;
+  std::vector<Device*> devices;  // every device a step uses, ordered by id
+  RunStats stats;                // all but the allocator peaks, which each run reads
 };
 
 const DeviceRunStats* RunStats::device(const std::string& name) const {
@@ -104,15 +117,6 @@ void check_outputs(const Graph& graph, std::span<const Tensor> outputs) {
                        : std::string("no tensor"));
     }
   }
-}
-
-std::string describe_reads(const std::vector<Tensor*>& args) {
-  std::string s;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (i > 0) s += i + 1 == args.size() ? " and " : ", ";
-    s += fmt::format("{} on {}", args[i]->name(), args[i]->device_name());
-  }
-  return s;
 }
 
 // The statistics a run of `plan` reports, except the allocator peaks.
@@ -188,8 +192,87 @@ const Schedule& Executor::last_schedule() const {
 
 bool Executor::is_current(const ExecutablePlan& plan) const {
   return plan.executor_id == id_ && plan.weights_generation == weights_.generation() &&
-         plan.states_generation == states_.generation() && plan.dropped_device_copies == drop_device_copies_;
+         plan.states_generation == states_.generation() && plan.workspace_generation == workspace_generation_ &&
+         plan.dropped_device_copies == drop_device_copies_;
 }
+
+Executor::Workspace& Executor::workspace_of(Device& device, size_t bytes) {
+  auto it =
+      std::find_if(workspaces_.begin(), workspaces_.end(), [&](const Workspace& w) { return w.device == &device; });
+  if (it == workspaces_.end()) {
+    workspaces_.push_back(Workspace{&device, nullptr});
+    it = workspaces_.end() - 1;
+  }
+  const size_t have = it->storage ? it->storage->size() : 0;
+  if (bytes > have) {
+    // The old buffer goes first (plans that still view it keep it until they are made again).
+    it->storage.reset();
+    it->storage = device.allocate(bytes, fmt::format("the workspace of {}", device.name()));
+    workspace_generation_++;
+  }
+  return *it;
+}
+
+void Executor::reserve_workspace(Device& device, size_t bytes) {
+  if (bytes > 0) workspace_of(device, bytes);
+}
+
+size_t Executor::workspace_bytes(const Device& device) const {
+  for (const Workspace& w : workspaces_) {
+    if (w.device == &device && w.storage) return w.storage->size();
+  }
+  return 0;
+}
+
+namespace {
+
+// The slots of produced tensors on each device, with the steps they live through, laid out in one
+// workspace per device (core/arena.h). `kept` slots (outputs handed over) are left out.
+struct WorkspaceLayout {
+  std::vector<Device*> devices;
+  std::vector<size_t> bytes;        // by device
+  std::vector<size_t> offset;       // by slot (Produced slots on a device)
+  std::vector<int> device_of_slot;  // by slot: index into devices, -1 for none
+};
+
+WorkspaceLayout lay_out_workspaces(const Graph& graph, const RunPlan& run, const std::vector<bool>& kept) {
+  WorkspaceLayout out;
+  out.offset.assign(run.slots.size(), 0);
+  out.device_of_slot.assign(run.slots.size(), -1);
+  std::vector<int64_t> first(run.slots.size(), -1), last(run.slots.size(), -1);
+  for (size_t i = 0; i < run.steps.size(); ++i) {
+    const StepSlots& io = run.step_slots[i];
+    if (io.writes != kNoSlot) first[static_cast<size_t>(io.writes)] = static_cast<int64_t>(i);
+    for (int32_t s : io.release_after) last[static_cast<size_t>(s)] = static_cast<int64_t>(i);
+  }
+  std::vector<std::vector<ArenaBlock>> blocks;
+  std::vector<std::vector<size_t>> block_slot;
+  for (size_t s = 0; s < run.slots.size(); ++s) {
+    const Slot& slot = run.slots[s];
+    if (slot.kind != SlotKind::Produced || slot.location == nullptr || kept[s]) continue;
+    auto at = std::find(out.devices.begin(), out.devices.end(), slot.location);
+    if (at == out.devices.end()) {
+      out.devices.push_back(slot.location);
+      blocks.emplace_back();
+      block_slot.emplace_back();
+      at = out.devices.end() - 1;
+    }
+    const auto d = static_cast<size_t>(at - out.devices.begin());
+    const Value& v = graph.value(slot.value);
+    const size_t bytes = *dtype_bytes(v.dtype, static_cast<uint64_t>(v.shape.numel()));
+    blocks[d].push_back(ArenaBlock{bytes, first[s], std::max(first[s], last[s])});
+    block_slot[d].push_back(s);
+    out.device_of_slot[s] = static_cast<int>(d);
+  }
+  for (size_t d = 0; d < out.devices.size(); ++d) {
+    const ArenaLayout layout = pack_arena(blocks[d], Allocator::kAlignment);
+    out.bytes.push_back(layout.size);
+    for (size_t b = 0; b < blocks[d].size(); ++b) out.offset[block_slot[d][b]] = layout.offsets[b];
+  }
+  return out;
+}
+
+}  // namespace
 
 std::shared_ptr<ExecutablePlan> Executor::make_plan(const Graph& graph, std::vector<Device*> input_homes,
                                                     bool outputs_to_host) {
@@ -213,50 +296,151 @@ std::shared_ptr<ExecutablePlan> Executor::make_plan(const Graph& graph, std::vec
   p->run = plan_run(graph, std::move(steps), p->schedule.homes, !outputs_to_host);
   const RunPlan& run = p->run;
 
+  // Guards the scheduler: an op must never see a tensor from another device.
+  for (size_t i = 0; i < run.steps.size(); ++i) {
+    const auto* cs = std::get_if<ComputeStep>(&run.steps[i]);
+    if (cs == nullptr) continue;
+    const std::vector<int32_t>& reads = run.step_slots[i].reads;
+    const bool mixed = std::any_of(reads.begin(), reads.end(), [&](int32_t slot) {
+      return run.slots[static_cast<size_t>(slot)].location != cs->device;
+    });
+    if (!mixed) continue;
+    std::string described;
+    for (size_t r = 0; r < reads.size(); ++r) {
+      const Slot& slot = run.slots[static_cast<size_t>(reads[r])];
+      if (r > 0) described += r + 1 == reads.size() ? " and " : ", ";
+      described += fmt::format("{} on {}", graph.value(slot.value).name, location_name(slot.location));
+    }
+    fail(ErrorKind::DeviceMismatch,
+         "op {} ({}) reads {}; it runs on {}, so all its inputs must be there. A cross-device copy is "
+         "missing: this is a bug in ferry's scheduler, please report it",
+         cs->node_name, op_name(cs->op), described, cs->device->name());
+  }
+
+  std::vector<bool> kept(run.slots.size(), false);
+  for (int32_t slot : run.output_slots) {
+    if (slot != kNoSlot) kept[static_cast<size_t>(slot)] = true;
+  }
+  const WorkspaceLayout layout = lay_out_workspaces(graph, run, kept);
+  std::vector<std::shared_ptr<Storage>> workspace(layout.devices.size());
+  for (size_t d = 0; d < layout.devices.size(); ++d) {
+    workspace[d] = workspace_of(*layout.devices[d], layout.bytes[d]).storage;
+  }
+  p->workspace_generation = workspace_generation_;
+
   p->held.resize(run.slots.size());
   p->tensor.resize(run.slots.size());
   for (size_t s = 0; s < run.slots.size(); ++s) {
     const Slot& slot = run.slots[s];
     const Value& v = graph.value(slot.value);
+    p->tensor[s] = &p->held[s];
     if (slot.kind == SlotKind::Stored) {
-      // Kernels take every input as Tensor* because attention writes its cache inputs; weights are
-      // only read. The pointers stay valid while the stores' generations do (is_current).
-      p->tensor[s] = v.kind == ValueKind::Weight ? const_cast<Tensor*>(weights_.find(v.name)) : states_.find(v.name);
-    } else {
-      p->tensor[s] = &p->held[s];
-      if (slot.kind == SlotKind::Input) p->input_slots.push_back(static_cast<int32_t>(s));
+      p->tensor[s] = v.kind == ValueKind::Weight ? weights_.find(v.name) : states_.find(v.name);
+    } else if (slot.kind == SlotKind::Input) {
+      p->input_slots.push_back(static_cast<int32_t>(s));
+    } else if (kept[s]) {
+      p->kept_slots.push_back(static_cast<int32_t>(s));
+      p->kept_what.push_back(fmt::format("the output '{}' kept on {}", v.name, location_name(slot.location)));
+    } else if (layout.device_of_slot[s] >= 0) {
+      const auto d = static_cast<size_t>(layout.device_of_slot[s]);
+      p->held[s] = Tensor::view(workspace[d], layout.offset[s], v.dtype, v.shape, v.name);
     }
   }
 
-  p->what.resize(run.steps.size());
   p->output_position.resize(run.steps.size(), 0);
-  p->args.resize(run.steps.size());
+  p->staging.resize(run.steps.size());
   for (size_t i = 0; i < run.steps.size(); ++i) {
-    if (const auto* c = std::get_if<CopyStep>(&run.steps[i])) {
-      if (c->to != nullptr) {
-        p->what[i] =
-            fmt::format("'{}' copied from {} for '{}'", c->value_name, location_name(c->from), c->consumer_name);
-      } else {
-        const auto& outs = graph.outputs();
-        p->output_position[i] = static_cast<size_t>(std::find(outs.begin(), outs.end(), c->value) - outs.begin());
-      }
-    } else {
-      const auto& cs = std::get<ComputeStep>(run.steps[i]);
-      p->what[i] = fmt::format("the output of op '{}' ({})", cs.node_name, op_name(cs.op));
-      for (int32_t slot : run.step_slots[i].reads) p->args[i].push_back(p->tensor[static_cast<size_t>(slot)]);
+    const auto* c = std::get_if<CopyStep>(&run.steps[i]);
+    if (c == nullptr) continue;
+    if (c->to == nullptr) {
+      const auto& outs = graph.outputs();
+      p->output_position[i] = static_cast<size_t>(std::find(outs.begin(), outs.end(), c->value) - outs.begin());
+    } else if (c->from != nullptr && !c->from->host_addressable() && !c->to->host_addressable()) {
+      // Neither side reads the other's memory: the bytes pass through the host, unless the
+      // destination copies them directly (decided when the copy runs).
+      const Value& v = graph.value(c->value);
+      p->staging[i] = Tensor::host(v.dtype, v.shape, v.name + " (staging)");
     }
+  }
+
+  // Programs: each maximal run of computes on one device, compiled once.
+  for (size_t i = 0; i < run.steps.size();) {
+    const auto* cs = std::get_if<ComputeStep>(&run.steps[i]);
+    if (cs == nullptr) {
+      p->actions.push_back(Action{Action::Kind::Copy, i, 0});
+      ++i;
+      continue;
+    }
+    Device* device = cs->device;
+    std::vector<BoundOp> ops;
+    for (; i < run.steps.size(); ++i) {
+      const auto* step = std::get_if<ComputeStep>(&run.steps[i]);
+      if (step == nullptr || step->device != device) break;
+      BoundOp op;
+      op.node = &graph.nodes()[static_cast<size_t>(step->node)];
+      for (int32_t slot : run.step_slots[i].reads) op.inputs.push_back(p->tensor[static_cast<size_t>(slot)]);
+      op.output = p->tensor[static_cast<size_t>(run.step_slots[i].writes)];
+      ops.push_back(std::move(op));
+    }
+    p->actions.push_back(Action{Action::Kind::Program, 0, p->programs.size()});
+    p->programs.push_back(device->compile(ops));
+    p->program_device.push_back(device);
   }
   p->devices = devices_of(run.steps);
   p->stats = stats_of(run, p->devices);
   return p;
 }
 
+namespace {
+
+// Waits for every device, even after one failed, and rethrows the first error.
+void synchronize_all(const std::vector<Device*>& devices) {
+  std::exception_ptr first;
+  for (Device* d : devices) {
+    try {
+      d->synchronize();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
+// Queues a copy of `src` (on `from`) into `dst` (on `to`), both devices, ordered after the work
+// that produced src and before any later work on either device that could reuse their memory.
+void copy_between_devices(Device& from, Device& to, const Tensor& src, const Tensor& dst, const Tensor& staging) {
+  to.wait(from.record());  // src is ready once `from` reaches this point
+  if (to.copy_from(src, dst) || (src.storage()->host_addressable() && (to.write(dst, src.data()), true))) {
+    from.wait(to.record());  // `from` may reuse src's memory only after the copy read it
+    return;
+  }
+  if (dst.storage()->host_addressable()) {
+    from.wait(to.record());  // dst's memory is free once `to` reaches this point
+    from.read(src, dst.data());
+    to.wait(from.record());
+    return;
+  }
+  from.read(src, staging.data());
+  to.wait(from.record());
+  to.write(dst, staging.data());
+  from.wait(to.record());  // the staging is reused by the next run only after both are done
+}
+
+}  // namespace
+
 void Executor::execute(PreparedGraph& prepared, const Inputs& inputs, std::span<Tensor> outputs, bool outputs_to_host) {
   const Graph& graph = prepared.graph_;
   bool planned = false;
   if (!prepared.plan_ || !is_current(*prepared.plan_) || prepared.plan_->outputs_to_host != outputs_to_host ||
       !inputs_where_planned(graph, prepared.inputs_, inputs, prepared.plan_->input_homes)) {
-    prepared.plan_ = make_plan(graph, input_homes_of(graph, prepared.inputs_, inputs), outputs_to_host);
+    prepared.plan_.reset();  // its workspace views go before a new plan may grow the workspace
+    try {
+      prepared.plan_ = make_plan(graph, input_homes_of(graph, prepared.inputs_, inputs), outputs_to_host);
+    } catch (...) {
+      stats_ = RunStats{};  // a run that could not be planned reports nothing
+      stats_from_last_plan_ = false;
+      throw;
+    }
     planned = true;
   }
   ExecutablePlan& p = *prepared.plan_;
@@ -265,6 +449,10 @@ void Executor::execute(PreparedGraph& prepared, const Inputs& inputs, std::span<
     stats_from_last_plan_ = false;
   }
 
+  const auto drop_run_tensors = [&] {
+    for (int32_t slot : p.input_slots) p.held[static_cast<size_t>(slot)] = Tensor();
+    for (int32_t slot : p.kept_slots) p.held[static_cast<size_t>(slot)] = Tensor();
+  };
   try {
     for (int32_t slot : p.input_slots) {
       Tensor& t = p.held[static_cast<size_t>(slot)];
@@ -273,46 +461,45 @@ void Executor::execute(PreparedGraph& prepared, const Inputs& inputs, std::span<
       t.set_name(v.name);
     }
     for (Device* d : p.devices) d->allocator().reset_peak();
-
-    for (size_t i = 0; i < p.run.steps.size(); ++i) {
-      const StepSlots& io = p.run.step_slots[i];
-      if (const auto* c = std::get_if<CopyStep>(&p.run.steps[i])) {
-        const Value& v = graph.value(c->value);
-        const Tensor& src = *p.tensor[static_cast<size_t>(io.reads[0])];
-        Tensor* dst = nullptr;
-        if (c->to != nullptr) {
-          dst = &p.held[static_cast<size_t>(io.writes)];
-          *dst = Tensor::view(Storage::allocate(*c->to, c->bytes, p.what[i]), 0, v.dtype, v.shape, v.name);
-        } else {
-          dst = &outputs[p.output_position[i]];
-        }
-        // The receiving device's threads do the work; a copy back to host uses the sender's.
-        kernels::copy(src, *dst, c->to ? c->to->threads() : c->from->threads());
-        if (trace_ != nullptr) {
-          *trace_ << fmt::format("[trace] step {} copy {} -> {} {} -> {} {} B\n", i, v.name, c->consumer_name,
-                                 location_name(c->from), location_name(c->to), c->bytes);
-        }
-      } else {
-        const auto& cs = std::get<ComputeStep>(p.run.steps[i]);
-        const Node& node = graph.nodes()[static_cast<size_t>(cs.node)];
-        const std::vector<Tensor*>& args = p.args[i];
-        // Guards the scheduler: an op must never see a tensor from another device.
-        for (const Tensor* a : args) {
-          if (a->device() != cs.device) {
-            fail(ErrorKind::DeviceMismatch,
-                 "op {} ({}) reads {}; it runs on {}, so all its inputs must be there. A cross-device copy is "
-                 "missing: this is a bug in ferry's scheduler, please report it",
-                 cs.node_name, op_name(cs.op), describe_reads(args), cs.device->name());
-          }
-        }
-        const Value& v = graph.value(node.output);
-        Tensor& out = p.held[static_cast<size_t>(io.writes)];
-        out = Tensor::view(Storage::allocate(*cs.device, cs.bytes, p.what[i]), 0, v.dtype, v.shape, v.name);
-        kernels::compute(node.op, node.params, args, out, cs.device->threads());
-      }
-      // Dropping an input handle frees nothing: the caller keeps it.
-      for (int32_t slot : io.release_after) p.held[static_cast<size_t>(slot)] = Tensor();
+    for (size_t k = 0; k < p.kept_slots.size(); ++k) {
+      const auto slot = static_cast<size_t>(p.kept_slots[k]);
+      const Value& v = graph.value(p.run.slots[slot].value);
+      p.held[slot] = Tensor::view(p.run.slots[slot].location->allocate(
+                                      *dtype_bytes(v.dtype, static_cast<uint64_t>(v.shape.numel())), p.kept_what[k]),
+                                  0, v.dtype, v.shape, v.name);
     }
+
+    try {
+      for (const Action& a : p.actions) {
+        if (a.kind == Action::Kind::Program) {
+          p.program_device[a.program]->run(*p.programs[a.program]);
+          continue;
+        }
+        const auto& c = std::get<CopyStep>(p.run.steps[a.step]);
+        const StepSlots& io = p.run.step_slots[a.step];
+        const Tensor& src = *p.tensor[static_cast<size_t>(io.reads[0])];
+        if (c.to == nullptr) {
+          c.from->read(src, outputs[p.output_position[a.step]].data());
+        } else if (c.from == nullptr) {
+          c.to->write(*p.tensor[static_cast<size_t>(io.writes)], src.data());
+        } else {
+          copy_between_devices(*c.from, *c.to, src, *p.tensor[static_cast<size_t>(io.writes)], p.staging[a.step]);
+        }
+        if (trace_ != nullptr) {
+          *trace_ << fmt::format("[trace] step {} copy {} -> {} {} -> {} {} B\n", a.step, c.value_name, c.consumer_name,
+                                 location_name(c.from), location_name(c.to), c.bytes);
+        }
+      }
+    } catch (...) {
+      // Work already queued reads this plan's tensors: let it finish before anything goes.
+      try {
+        synchronize_all(p.devices);
+      } catch (...) {
+      }
+      throw;
+    }
+    synchronize_all(p.devices);
+
     if (!outputs_to_host) {
       // Outputs made by the run are handed over; an input or a stored tensor is returned as it is.
       const auto& ids = graph.outputs();
@@ -332,23 +519,24 @@ void Executor::execute(PreparedGraph& prepared, const Inputs& inputs, std::span<
           fail(ErrorKind::Usage, "graph output '{}' is not loaded", v.name);
         }
       }
-      for (int32_t slot : p.run.output_slots) {
-        if (slot != kNoSlot) p.held[static_cast<size_t>(slot)] = Tensor();
-      }
     }
   } catch (...) {
-    for (Tensor& t : p.held) t = Tensor();  // back to weights and state only
+    drop_run_tensors();
     stats_ = RunStats{};
     stats_from_last_plan_ = false;
     throw;
   }
+  drop_run_tensors();
 
   if (!stats_from_last_plan_) {
     stats_ = p.stats;
     stats_from_last_plan_ = true;
   }
   stats_.planned = planned;
-  for (size_t d = 0; d < p.devices.size(); ++d) stats_.devices[d].peak_bytes = p.devices[d]->allocator().peak();
+  for (size_t d = 0; d < p.devices.size(); ++d) {
+    stats_.devices[d].peak_bytes = p.devices[d]->allocator().peak();
+    stats_.devices[d].workspace_bytes = workspace_bytes(*p.devices[d]);
+  }
 }
 
 std::unordered_map<std::string, Tensor> Executor::run(const Graph& graph, const Inputs& inputs) {

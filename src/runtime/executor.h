@@ -1,7 +1,9 @@
-// Runs a graph: schedules it, then executes the steps in order, each compute on its node's device
-// with that device's thread pool, each copy into a tensor allocated on the destination device.
-// Intermediates are freed after their last use, so each allocator's peak is what the step needs.
-// A PreparedGraph keeps its schedule and plan between runs, so a decode step plans nothing.
+// Runs a graph on devices through the device interface (core/device.h) alone: schedules it, lays
+// out every intermediate at an offset of one workspace per device (packed by lifetime, allocated
+// once and shared by every graph the executor runs), compiles each split into a device program,
+// then queues the copies and programs in order, ordering devices with events, and waits for them.
+// A PreparedGraph keeps its schedule, layout and programs between runs: a decode step plans and
+// allocates nothing.
 #pragma once
 
 #include <cstddef>
@@ -32,8 +34,9 @@ struct CopyRecord {
 
 struct DeviceRunStats {
   std::string device;
-  size_t computes = 0;    // compute steps run there
-  size_t peak_bytes = 0;  // allocator peak during the run (weights and state included)
+  size_t computes = 0;         // compute steps run there
+  size_t peak_bytes = 0;       // allocator peak during the run (weights, state and workspace included)
+  size_t workspace_bytes = 0;  // the executor's workspace there (after the run)
 };
 
 struct RunStats {
@@ -100,6 +103,12 @@ class Executor {
   // reads them in place.
   std::vector<Tensor> run_outputs_on_device(PreparedGraph& graph, const Inputs& inputs);
 
+  // Sizes each device's workspace up front (e.g. to the plan's figure), so that no graph the plan
+  // covers grows it later. A graph that needs more than a workspace holds grows it; plans made
+  // over the old one are then made again.
+  void reserve_workspace(Device& device, size_t bytes);
+  size_t workspace_bytes(const Device& device) const;  // 0 where it has none
+
   const RunStats& stats() const { return stats_; }  // of the last run
   const Schedule& last_schedule() const;            // of the last run
 
@@ -108,11 +117,17 @@ class Executor {
   void set_trace(std::ostream* out) { trace_ = out; }
 
   // Test hook: drop the scheduler's device-to-device copies so the executor's own device check
-  // (Error(DeviceMismatch)) can be exercised. Never set outside tests.
+  // (Error(DeviceMismatch), raised when the run is planned) can be exercised. Never set outside tests.
   void set_drop_device_copies_for_testing(bool drop) { drop_device_copies_ = drop; }
 
  private:
+  struct Workspace {
+    Device* device = nullptr;
+    std::shared_ptr<Storage> storage;
+  };
+
   bool is_current(const ExecutablePlan& plan) const;
+  Workspace& workspace_of(Device& device, size_t bytes);  // grows it when smaller than `bytes`
   std::shared_ptr<ExecutablePlan> make_plan(const Graph& graph, std::vector<Device*> input_homes, bool outputs_to_host);
   // Runs the steps; outputs land in outputs[position of the output]: copied into the caller's host
   // tensors, or (outputs_to_host false) handed over where they were made.
@@ -127,6 +142,8 @@ class Executor {
   std::shared_ptr<const ExecutablePlan> last_plan_;  // of the last run, for last_schedule()
   bool stats_from_last_plan_ = false;                // stats_ was filled from last_plan_
   RunStats stats_;
+  std::vector<Workspace> workspaces_;  // one per device, in first-use order
+  uint64_t workspace_generation_ = 0;  // moves when a workspace is replaced
 };
 
 }  // namespace ferry

@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "core/error.h"
-#include "kernels/kernels.h"
 
 namespace ferry {
 
@@ -170,7 +169,7 @@ class Scheduler {
       if (v.kind == ValueKind::State) check_stored(v, states_.find(v.name), node, out, device);
       dtypes.push_back(v.dtype);
     }
-    if (!kernels::supports(node.op, dtypes)) {
+    if (!device.supports(node.op, dtypes)) {
       fail(ErrorKind::Unsupported,
            "op '{}' ({}) of module '{}' cannot run on {}: its kernels do not support input dtypes ({}); store the "
            "weights in a supported dtype or place the module on another device",

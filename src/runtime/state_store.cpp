@@ -1,7 +1,5 @@
 #include "runtime/state_store.h"
 
-#include <cstring>
-
 #include "core/error.h"
 
 namespace ferry {
@@ -26,7 +24,8 @@ void StateStore::ensure(const Graph& graph, const Placement& placement) {
     }
     Device& device = placement.device_of(module);
     Tensor t = Tensor::empty(device, v.dtype, v.shape, v.name);
-    std::memset(t.data(), 0, t.nbytes());
+    device.fill_zero(t);
+    device.synchronize();
     states_.emplace(v.name, std::move(t));
     generation_++;
   }

@@ -1,5 +1,5 @@
 // The loaded model parameters: name -> tensor living on the device of the module that owns it.
-// The store never moves a weight; materialize_weight() is how a weight reaches a device.
+// The store never moves a weight; the loader (engine/weight_loader.h) puts weights on devices.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +16,7 @@ namespace ferry {
 class WeightStore {
  public:
   // Takes a device-resident tensor. Throws Error(Usage) for a duplicate name, an undefined tensor
-  // or one in host memory (materialise it onto a device first).
+  // or one in host memory (put it on a device first: engine/weight_loader.h).
   void add(const std::string& name, Tensor tensor);
   const Tensor* find(const std::string& name) const;  // nullptr if absent
 
@@ -34,11 +34,5 @@ class WeightStore {
   TensorMap weights_;
   uint64_t generation_ = 0;
 };
-
-// Copies `source` (typically a host view of a memory-mapped checkpoint tensor) onto `device`,
-// allocated on the device's allocator (counted against its budget) and converted to `dtype` when it
-// differs from the stored one (through f32, a bounded number of rows at a time). Throws
-// Error(Shape) when `dtype` cannot hold the tensor's rows, Error(OutOfMemory) from the allocator.
-Tensor materialize_weight(const Tensor& source, Device& device, DType dtype, const std::string& name);
 
 }  // namespace ferry

@@ -2,7 +2,7 @@
 // test ends.
 #pragma once
 
-#include "kernels/kernels.h"
+#include "backends/cpu/kernels/kernels.h"
 
 namespace ferry::test {
 

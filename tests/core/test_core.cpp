@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "backends/cpu/cpu_device.h"
+#include "backends/registry.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -39,7 +41,7 @@ TEST(DeviceList, ParsesBudgets) {
   EXPECT_THROW(parse_device_list("cpu:0@0"), Error);
   EXPECT_THROW(parse_device_list("cpu:0@x"), Error);
   DeviceSet set(threaded, 8);
-  EXPECT_EQ(set.at(0).threads().size(), 3);
+  EXPECT_EQ(set.at(0).threads(), 3);
   // The default: at least one CPU device, numbered from 0.
   const auto defaults = default_devices();
   ASSERT_FALSE(defaults.empty());
@@ -47,7 +49,7 @@ TEST(DeviceList, ParsesBudgets) {
 }
 
 TEST(Allocator, CountsLiveAndPeakAndRefusesOverBudget) {
-  Device dev(DeviceId{DeviceType::Cpu, 1}, 4096, 1);
+  cpu::CpuDevice dev(DeviceId{DeviceType::Cpu, 1}, 4096, 1);
   {
     Tensor a = Tensor::empty(dev, DType::F32, Shape{16, 16}, "a");  // 1024 bytes
     EXPECT_EQ(dev.allocator().live(), 1024u);
@@ -75,7 +77,7 @@ TEST(Allocator, CountsLiveAndPeakAndRefusesOverBudget) {
 TEST(DeviceSet, SplitsThreadsAndFindsDevices) {
   DeviceSet set(parse_device_list("cpu:0,cpu:1"), 4);
   EXPECT_EQ(set.size(), 2u);
-  EXPECT_EQ(set.at(0).threads().size(), 2);
+  EXPECT_EQ(set.at(0).threads(), 2);
   EXPECT_EQ(set.get(DeviceId{DeviceType::Cpu, 1}).name(), "cpu:1");
   EXPECT_THROW(set.get(DeviceId{DeviceType::Cpu, 7}), Error);
 }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "../../tools/tiny_model/generate.h"
+#include "backends/cpu/cpu_device.h"
 #include "common/temp_dir.h"
 #include "core/device.h"
 #include "engine/checkpoint.h"
@@ -28,7 +29,7 @@ inline void make_model(const std::string& dir, tiny::Arch arch, const std::strin
 // One model loaded on one device.
 struct SingleDevice {
   Checkpoint ckpt;
-  Device device;
+  cpu::CpuDevice device;
   Placement placement;
   WeightStore weights;
   SingleDevice(const std::string& path, int threads = 2)

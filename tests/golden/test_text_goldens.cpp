@@ -8,12 +8,13 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "backends/cpu/cpu_device.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "core/device.h"
 #include "engine/checkpoint.h"
 #include "engine/session.h"
 #include "engine/weight_loader.h"
 #include "golden_util.h"
-#include "kernels/kernels.h"
 
 namespace ferry {
 namespace {
@@ -31,7 +32,7 @@ nlohmann::json read_json(const std::string& path) {
 
 struct Loaded {
   Checkpoint ckpt;
-  Device device{DeviceId{DeviceType::Cpu, 0}, Allocator::kUnlimited, 2};
+  cpu::CpuDevice device{DeviceId{DeviceType::Cpu, 0}, Allocator::kUnlimited, 2};
   Placement placement;
   WeightStore weights;
   explicit Loaded(const std::string& path) : ckpt(open_checkpoint(path)) {

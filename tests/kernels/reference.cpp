@@ -1,7 +1,7 @@
 #include "reference.h"
 
-#include "kernels/kernels.h"
-#include "kernels/simd.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/simd.h"
 
 namespace ferry::test {
 

@@ -2,7 +2,7 @@
 // the scheduler's question per op and dtypes.
 #include <gtest/gtest.h>
 
-#include "kernels/kernels.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "reference.h"
 
 using namespace ferry;

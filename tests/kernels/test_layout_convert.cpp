@@ -4,8 +4,8 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/kernels.h"
-#include "kernels/simd.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/simd.h"
 #include "reference.h"
 
 using namespace ferry;

@@ -5,12 +5,13 @@
 #include <cstring>
 #include <utility>
 
+#include "backends/cpu/cpu_device.h"
+#include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/simd.h"
 #include "common/q8_activations_guard.h"
 #include "core/device.h"
 #include "core/error.h"
-#include "kernels/cpu/isa.h"
-#include "kernels/kernels.h"
-#include "kernels/simd.h"
 #include "reference.h"
 
 using namespace ferry;
@@ -280,12 +281,12 @@ TEST(Matmul, RejectsMismatchedShapesAndTypes) {
 }
 
 TEST(Matmul, RejectsTensorsOnTwoDevices) {
-  Device dev0(DeviceId{DeviceType::Cpu, 0}, Allocator::kUnlimited, 1);
-  Device dev1(DeviceId{DeviceType::Cpu, 1}, Allocator::kUnlimited, 1);
+  cpu::CpuDevice dev0(DeviceId{DeviceType::Cpu, 0}, Allocator::kUnlimited, 1);
+  cpu::CpuDevice dev1(DeviceId{DeviceType::Cpu, 1}, Allocator::kUnlimited, 1);
   Tensor x = Tensor::empty(dev0, DType::F32, Shape{1, 32}, "x");
   Tensor w = Tensor::empty(dev1, DType::F32, Shape{4, 32}, "w");
   Tensor y = Tensor::empty(dev0, DType::F32, Shape{1, 4}, "y");
-  expect_error(ErrorKind::DeviceMismatch, [&] { kernels::matmul(x, w, nullptr, y, dev0.threads()); },
+  expect_error(ErrorKind::DeviceMismatch, [&] { kernels::matmul(x, w, nullptr, y, dev0.pool()); },
                {"cpu:0", "cpu:1", "'w'"});
 }
 

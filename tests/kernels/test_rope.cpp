@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "kernels/kernels.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "reference.h"
 
 using namespace ferry;

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "kernels/kernels.h"
-#include "kernels/simd.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/simd.h"
 #include "reference.h"
 
 using namespace ferry;

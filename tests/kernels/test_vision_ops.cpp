@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
-#include "kernels/kernels.h"
 
 namespace ferry {
 namespace {

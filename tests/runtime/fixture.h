@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/tensor.h"
+#include "engine/weight_loader.h"
 #include "graph/graph.h"
 #include "runtime/executor.h"
 #include "runtime/placement.h"
@@ -31,7 +32,7 @@ inline constexpr int64_t kHidden = 32;
 inline constexpr int kHeadDim = 8;
 inline constexpr float kEps = 1e-5f;
 
-inline DeviceId cpu(int i) {
+inline DeviceId cpu_id(int i) {
   return DeviceId{DeviceType::Cpu, i};
 }
 

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "backends/cpu/cpu_device.h"
 #include "core/error.h"
 #include "fixture.h"
 
@@ -21,8 +22,8 @@ std::unordered_map<std::string, Tensor> two_module_inputs() {
 
 struct RunTwoModules : ::testing::Test {
   // Budgets large enough for weights and activations, small enough to be checked.
-  Device d0{cpu(0), 64 << 10, 2};
-  Device d1{cpu(1), 64 << 10, 2};
+  cpu::CpuDevice d0{cpu_id(0), 64 << 10, 2};
+  cpu::CpuDevice d1{cpu_id(1), 64 << 10, 2};
   TwoModuleWeights w;
   WeightStore weights;
   StateStore states;
@@ -75,9 +76,13 @@ TEST_F(RunTwoModules, MatchesTheNaiveReferenceWithCountedCopies) {
   // b.proj_out and again at b.rope_out: four activations and the 16-byte positions (64 allocated).
   EXPECT_EQ(st.devices[0].peak_bytes, base0 + 2 * kActivation);
   EXPECT_EQ(st.devices[1].peak_bytes, base1 + 4 * kActivation + 64);
-  // Intermediates were freed: the devices hold only their weights again.
-  EXPECT_EQ(d0.allocator().live(), base0);
-  EXPECT_EQ(d1.allocator().live(), base1);
+  // Intermediates live at offsets of one workspace per device, laid out by lifetime: it is the
+  // peak's activations exactly, and the only thing a run leaves allocated besides the weights.
+  EXPECT_EQ(exec.workspace_bytes(d0), 2 * kActivation);
+  EXPECT_EQ(exec.workspace_bytes(d1), 4 * kActivation + 64);
+  EXPECT_EQ(st.devices[1].workspace_bytes, 4 * kActivation + 64);
+  EXPECT_EQ(d0.allocator().live(), base0 + exec.workspace_bytes(d0));
+  EXPECT_EQ(d1.allocator().live(), base1 + exec.workspace_bytes(d1));
   EXPECT_EQ(exec.last_schedule().n_splits(), 2u);
 }
 
@@ -94,14 +99,15 @@ TEST_F(RunTwoModules, FreesIntermediatesAfterTheirLastUse) {
   Executor exec(placement, weights, states);
   auto out = exec.run(g, {{"x", host_f32(Shape{4, kHidden}, random_values(4 * kHidden, 9))}});
   EXPECT_EQ(exec.stats().device("cpu:0")->peak_bytes, base + 2 * kActivation);
-  EXPECT_EQ(d0.allocator().live(), base);
+  EXPECT_EQ(exec.workspace_bytes(d0), 2 * kActivation);
+  EXPECT_EQ(d0.allocator().live(), base + 2 * kActivation);
 }
 
 TEST_F(RunTwoModules, OneDeviceGivesIdenticalResultsWithoutDeviceCopies) {
   Executor two(placement, weights, states);
   const Tensor y2 = two.run(graph, two_module_inputs()).at("b.out");
 
-  Device solo(cpu(7), 64 << 10, 2);  // same thread count as each of the two devices
+  cpu::CpuDevice solo(cpu_id(7), 64 << 10, 2);  // same thread count as each of the two devices
   WeightStore solo_weights;
   load_two_module_weights(solo_weights, w, solo, solo);
   StateStore solo_states;
@@ -220,9 +226,10 @@ TEST_F(RunTwoModules, OutputsCanStayOnTheirDevice) {
   expect_close(out[0], naive_two_module(w, kIds, kPositions), 1e-4);
   EXPECT_EQ(exec.stats().copies, 4u);  // the four of a host run but the output's
   for (const auto& r : exec.stats().edges) EXPECT_NE(r.to, "host") << r.value;
-  EXPECT_EQ(d1.allocator().live(), base1 + kActivation);
+  // The kept output is an allocation of its own, outside the workspace the next run reuses.
+  EXPECT_EQ(d1.allocator().live(), base1 + exec.workspace_bytes(d1) + kActivation);
   out.clear();
-  EXPECT_EQ(d1.allocator().live(), base1);
+  EXPECT_EQ(d1.allocator().live(), base1 + exec.workspace_bytes(d1));
   // The same prepared graph run to host afterwards replans and copies the output out again.
   std::vector<float> row(4 * kHidden);
   Tensor into =
@@ -236,7 +243,7 @@ TEST_F(RunTwoModules, OutputsCanStayOnTheirDevice) {
 TEST_F(RunTwoModules, OutOfBudgetDeviceNamesItself) {
   // cpu:5 holds b's weights but has room for only two activations besides.
   const TwoModuleWeights& wt = w;
-  Device tight(cpu(5), 128 + 2048 + 2 * kActivation, 1);
+  cpu::CpuDevice tight(cpu_id(5), 128 + 2048 + 2 * kActivation, 1);
   WeightStore tight_weights;
   load_two_module_weights(tight_weights, wt, d0, tight);
   StateStore tight_states;
@@ -251,7 +258,7 @@ TEST_F(RunTwoModules, OutOfBudgetDeviceNamesItself) {
 // ---- KV state across runs ----
 
 TEST(ExecutorState, KvCacheStaysOnItsLayersDeviceAcrossRuns) {
-  Device d0(cpu(0), 64 << 10, 2), d1(cpu(1), 64 << 10, 2);
+  cpu::CpuDevice d0(cpu_id(0), 64 << 10, 2), d1(cpu_id(1), 64 << 10, 2);
   const AttnWeights w;
   WeightStore weights;
   load_attention_weights(weights, w, d0, d1);

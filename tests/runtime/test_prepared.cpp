@@ -3,7 +3,9 @@
 // must be redone whenever what it points at changes.
 #include <span>
 
+#include "backends/cpu/cpu_device.h"
 #include "core/error.h"
+#include "engine/weight_loader.h"
 #include "fixture.h"
 
 using namespace ferry;
@@ -42,8 +44,8 @@ std::vector<std::string> edge_lines(const RunStats& st) {
 }
 
 struct PreparedAttention : ::testing::Test {
-  Device d0{cpu(0), 64 << 10, 2};
-  Device d1{cpu(1), 64 << 10, 2};
+  cpu::CpuDevice d0{cpu_id(0), 64 << 10, 2};
+  cpu::CpuDevice d1{cpu_id(1), 64 << 10, 2};
   AttnWeights w;
   WeightStore weights;
   StateStore states;
@@ -72,9 +74,12 @@ TEST_F(PreparedAttention, DecodeStepsReuseOnePlanAndMatchTheReference) {
   exec.run(prompt, {{"ids", host_i32({4, 9})}}, std::span<Tensor>(&out, 1));
   EXPECT_TRUE(exec.stats().planned);
 
-  // Weights and both caches are all that stays allocated between steps.
+  // Weights, both caches and the workspace are all that stays allocated between steps.
   const size_t live0 = d0.allocator().live(), live1 = d1.allocator().live();
-  EXPECT_EQ(live1, weights.bytes_on(d1) + states.bytes_on(d1));
+  EXPECT_EQ(live1, weights.bytes_on(d1) + states.bytes_on(d1) + exec.workspace_bytes(d1));
+  // At layer.v the embedding's copy, q, k and v are live; at the attention q, k, v and its output:
+  // 2 x 256 + 2 x 128 bytes either way for the two-token prompt.
+  EXPECT_EQ(exec.workspace_bytes(d1), 2 * 256 + 2 * 128);
   PreparedGraph decode(attention_graph(1, 0));
   std::vector<std::string> first_edges;
   size_t first_peak = 0;
@@ -91,16 +96,15 @@ TEST_F(PreparedAttention, DecodeStepsReuseOnePlanAndMatchTheReference) {
       first_peak = st.device("cpu:1")->peak_bytes;
     }
     EXPECT_EQ(edge_lines(st), first_edges);
-    EXPECT_EQ(st.device("cpu:1")->peak_bytes, first_peak) << "a reused plan still frees what it no longer reads";
+    EXPECT_EQ(st.device("cpu:1")->peak_bytes, first_peak) << "a reused plan allocates nothing";
     EXPECT_EQ(d0.allocator().live(), live0);
     EXPECT_EQ(d1.allocator().live(), live1);
   }
   EXPECT_EQ(first_edges,
             (std::vector<std::string>{"ids host->cpu:0 4 for embed.out", "embed.out cpu:0->cpu:1 128 for layer.q",
                                       "layer.attn cpu:1->host 128 for output"}));
-  // At layer.v the embedding's copy, q, k and v are live; at the attention q, k, v and its output:
-  // 2 x 128 + 2 x 64 bytes either way, on top of the weights and caches.
-  EXPECT_EQ(first_peak, live1 + 2 * 128 + 2 * 64);
+  // The decode steps run in the prompt step's workspace: nothing is allocated per step.
+  EXPECT_EQ(first_peak, live1);
 
   // The same five tokens in one run of a fresh graph and cache, and the naive reference.
   StateStore fresh_states;
@@ -121,7 +125,7 @@ TEST_F(PreparedAttention, ReplansWhenTheStateIsCleared) {
 
   // A new sequence: the caches are freed, so the plan's pointers to them are stale.
   states.clear();
-  EXPECT_EQ(d1.allocator().live(), weights.bytes_on(d1));
+  EXPECT_EQ(d1.allocator().live(), weights.bytes_on(d1) + exec.workspace_bytes(d1));
   const std::vector<float> row = step(exec, decode, 1, 0);
   EXPECT_TRUE(exec.stats().planned);
   ASSERT_NE(states.find("layer.k_cache"), nullptr);
@@ -198,7 +202,7 @@ TEST_F(PreparedAttention, RefusesBadOutputsAndAnotherKindOfParameters) {
 }
 
 TEST(PreparedTwoModules, FillsOutputsThatAreInputsOrRepeats) {
-  Device d0(cpu(0), 64 << 10, 2), d1(cpu(1), 64 << 10, 2);
+  cpu::CpuDevice d0(cpu_id(0), 64 << 10, 2), d1(cpu_id(1), 64 << 10, 2);
   const TwoModuleWeights w;
   WeightStore weights;
   load_two_module_weights(weights, w, d0, d1);

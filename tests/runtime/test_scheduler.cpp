@@ -1,5 +1,7 @@
 // The scheduler: which device each node gets, which copies it inserts, and what it refuses.
+#include "backends/cpu/cpu_device.h"
 #include "core/error.h"
+#include "engine/weight_loader.h"
 #include "fixture.h"
 
 using namespace ferry;
@@ -25,8 +27,8 @@ std::vector<std::string> lines(const Schedule& s) {
 constexpr size_t kActivation = kHidden * 4 * 4;  // [4, 32] f32
 
 struct ScheduleTwoModules : ::testing::Test {
-  Device d0{cpu(0), 1 << 20, 1};
-  Device d1{cpu(1), 1 << 20, 1};
+  cpu::CpuDevice d0{cpu_id(0), 1 << 20, 1};
+  cpu::CpuDevice d1{cpu_id(1), 1 << 20, 1};
   TwoModuleWeights w;
   WeightStore weights;
   StateStore states;
@@ -139,7 +141,7 @@ TEST_F(ScheduleTwoModules, RefusesMissingWeightsUnplacedModulesAndBadShapes) {
 }
 
 TEST(Scheduler, UnsupportedDtypesFailBeforeRunningNamingOpNodeDtypesAndDevice) {
-  Device d0(cpu(0), Allocator::kUnlimited, 1);
+  cpu::CpuDevice d0(cpu_id(0), Allocator::kUnlimited, 1);
   Graph g;
   GraphBuilder b(g);
   const ValueId x = g.input("x", DType::F32, Shape{2, 4});
@@ -155,8 +157,8 @@ TEST(Scheduler, UnsupportedDtypesFailBeforeRunningNamingOpNodeDtypesAndDevice) {
 }
 
 TEST(Scheduler, CopiesOncePerDestinationAndCountsSplitsByDeviceRuns) {
-  Device d0(cpu(0), Allocator::kUnlimited, 1), d1(cpu(1), Allocator::kUnlimited, 1),
-      d2(cpu(2), Allocator::kUnlimited, 1);
+  cpu::CpuDevice d0(cpu_id(0), Allocator::kUnlimited, 1), d1(cpu_id(1), Allocator::kUnlimited, 1),
+      d2(cpu_id(2), Allocator::kUnlimited, 1);
   Graph g;
   GraphBuilder b(g);
   const ValueId x = g.input("x", DType::F32, Shape{2, 4});

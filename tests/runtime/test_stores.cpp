@@ -1,7 +1,9 @@
 // Placement lookups, weight materialisation and the state store.
 #include <cstring>
 
+#include "backends/cpu/cpu_device.h"
 #include "core/error.h"
+#include "engine/weight_loader.h"
 #include "fixture.h"
 
 using namespace ferry;
@@ -23,7 +25,7 @@ std::string error_of(const std::function<void()>& fn, ErrorKind want) {
 }  // namespace
 
 TEST(Placement, FindsModulesAndFallsBack) {
-  Device d0(cpu(0), Allocator::kUnlimited, 1), d1(cpu(1), Allocator::kUnlimited, 1);
+  cpu::CpuDevice d0(cpu_id(0), Allocator::kUnlimited, 1), d1(cpu_id(1), Allocator::kUnlimited, 1);
   Placement p{{{"embed", &d0}, {"layer.0", &d1}}, nullptr};
   EXPECT_EQ(&p.device_of("embed"), &d0);
   EXPECT_EQ(&p.device_of("layer.0"), &d1);
@@ -37,7 +39,7 @@ TEST(Placement, FindsModulesAndFallsBack) {
 }
 
 TEST(WeightStore, MaterialisesOntoTheDeviceAndCountsBytes) {
-  Device dev(cpu(1), 1 << 20, 2);
+  cpu::CpuDevice dev(cpu_id(1), 1 << 20, 2);
   const std::vector<float> values = random_values(4 * 64, 7);
   const Tensor host = host_f32(Shape{4, 64}, values, "w");
   WeightStore store;
@@ -74,7 +76,7 @@ TEST(WeightStore, MaterialisesOntoTheDeviceAndCountsBytes) {
 }
 
 TEST(WeightStore, RejectsHostTensorsDuplicatesAndImpossibleDtypes) {
-  Device dev(cpu(0), Allocator::kUnlimited, 1);
+  cpu::CpuDevice dev(cpu_id(0), Allocator::kUnlimited, 1);
   WeightStore store;
   const Tensor host = host_f32(Shape{2, 40}, random_values(80, 1));
   std::string msg = error_of([&] { store.add("w", host); }, ErrorKind::Usage);
@@ -95,7 +97,7 @@ TEST(WeightStore, RejectsHostTensorsDuplicatesAndImpossibleDtypes) {
 }
 
 TEST(WeightStore, OutOfBudgetNamesDeviceAndWeight) {
-  Device dev(cpu(3), 1024, 1);
+  cpu::CpuDevice dev(cpu_id(3), 1024, 1);
   const Tensor host = host_f32(Shape{16, 32}, random_values(512, 1));  // 2 KiB
   const std::string msg =
       error_of([&] { materialize_weight(host, dev, DType::F32, "big.weight"); }, ErrorKind::OutOfMemory);
@@ -106,7 +108,7 @@ TEST(WeightStore, OutOfBudgetNamesDeviceAndWeight) {
 }
 
 TEST(StateStore, AllocatesZeroedStateOnItsModulesDeviceAndKeepsIt) {
-  Device d0(cpu(0), Allocator::kUnlimited, 1), d1(cpu(1), 1 << 16, 1);
+  cpu::CpuDevice d0(cpu_id(0), Allocator::kUnlimited, 1), d1(cpu_id(1), 1 << 16, 1);
   Graph g;
   g.state("layer.0.k_cache", DType::F32, Shape{8, 16}, g.module("layer.0"));
   g.state("layer.1.k_cache", DType::F32, Shape{8, 16}, g.module("layer.1"));
@@ -151,7 +153,7 @@ TEST(StateStore, AllocatesZeroedStateOnItsModulesDeviceAndKeepsIt) {
 }
 
 TEST(StateStore, OutOfBudgetAndUnplacedModules) {
-  Device small(cpu(2), 256, 1);
+  cpu::CpuDevice small(cpu_id(2), 256, 1);
   Graph g;
   g.state("kv", DType::F32, Shape{64, 16}, g.module("layer.0"));
   StateStore states;

@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "../../tools/tiny_model/generate.h"
+#include "backends/cpu/kernels/simd.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "formats/gguf.h"
 #include "formats/safetensors.h"
-#include "kernels/simd.h"
 #include "text/tokenizer.h"
 #include "text/vocab.h"
 #include "tools/test_support.h"

@@ -89,8 +89,16 @@ TEST_P(VisionGolden, ImageEmbeddingsSplicedInputPositionsLogitsAndGreedyTokens) 
           p.image_row[t] < 0 ? static_cast<int32_t>(t) : static_cast<int32_t>(shape.n_tokens + p.image_row[t]);
     }
     std::copy(embeds.begin(), embeds.end(), image.data_as<float>());
-    const auto out =
-        ex.run(g, {{"tokens", tokens}, {"positions", positions}, {"embed_rows", rows}, {"image_embeds", image}});
+    Tensor kv_position = Tensor::host(DType::I32, Shape{1}, "kv_position");
+    *kv_position.data_as<int32_t>() = 0;
+    Tensor logit_rows = Tensor::host(DType::I32, Shape{1}, "logit_rows");
+    *logit_rows.data_as<int32_t>() = static_cast<int32_t>(shape.n_tokens - 1);
+    const auto out = ex.run(g, {{"tokens", tokens},
+                                {"logit_rows", logit_rows},
+                                {"positions", positions},
+                                {"embed_rows", rows},
+                                {"image_embeds", image},
+                                {"kv_position", kv_position}});
     const Tensor& t = out.at("embed.spliced");
     const std::vector<float> got(t.data_as<float>(), t.data_as<float>() + t.shape().numel());
     EXPECT_LE(max_abs_diff(got, read_raw<float>(dir() + "/inputs_embeds_spliced.f32.bin")), kVisionAbs);

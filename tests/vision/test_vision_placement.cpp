@@ -52,18 +52,26 @@ void expect_same_run(const testing::VisionRun& run, const testing::VisionRun& re
   }
 }
 
-// Each device's measured peak (weights, KV cache and the largest of the vision, image-prefill and
-// text steps) against the plan, which simulates those steps' graphs.
-void expect_peaks_as_planned(const Placed& placed, const Session& s) {
+// Each device's measured peak (weights, KV cache, the workspace and the image embeddings held
+// between the vision and prefill steps) equals the plan, which packs those steps' graphs as the
+// executor does. The session's workspaces were not reserved up front: they grew to what the steps
+// needed, so this checks the planner's simulation itself. The plan assumes the embeddings stay on
+// the projector's device (run_greedy_on_device); a run that brings them back to host
+// (embeds_on_device false) holds them inside the prefill step's workspace instead, at most the plan.
+void expect_peaks_as_planned(const Placed& placed, const Session& s, bool embeds_on_device = true) {
   for (const auto& d : placed.plan.devices) {
-    const auto peak = static_cast<double>(s.peak_bytes(d.device.id.str()));
+    const auto peak = s.peak_bytes(d.device.id.str());
     if (d.modules.empty()) {
-      EXPECT_EQ(peak, 0.0) << d.device.id.str();
+      EXPECT_EQ(peak, 0u) << d.device.id.str();
       continue;
     }
-    const auto planned = static_cast<double>(d.total());
-    EXPECT_LE(peak, planned) << d.device.id.str();
-    EXPECT_NEAR(peak / planned, 1.0, 0.05) << d.device.id.str() << " planned " << planned << " measured " << peak;
+    const uint64_t planned = d.total() - d.reserve_bytes;
+    if (embeds_on_device) {
+      EXPECT_EQ(peak, planned) << d.device.id.str() << "\n" << placed.plan.describe();
+    } else {
+      EXPECT_LE(peak, planned) << d.device.id.str();
+      EXPECT_GE(peak, planned - d.image_embeds_bytes) << d.device.id.str();
+    }
   }
 }
 
@@ -84,7 +92,7 @@ TEST_P(VisionPlacement, EveryStrategyOnTwoToFourDevicesMatchesOneDevice) {
   EXPECT_EQ(reference.tokens, golden_ids);
 
   const size_t planned_one = one.plan.devices[0].total();
-  expect_peaks_as_planned(one, reference_session);
+  expect_peaks_as_planned(one, reference_session, /*embeds_on_device=*/false);
 
   for (Strategy strategy : {Strategy::Balanced, Strategy::Sequential, Strategy::BalancedLow0, Strategy::Auto}) {
     for (const char* list : {"cpu:0,cpu:1", "cpu:0,cpu:1,cpu:2", "cpu:0,cpu:1,cpu:2,cpu:3"}) {

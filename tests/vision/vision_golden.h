@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_device.h"
 #include "common/golden_dir.h"
 #include "core/device.h"
 #include "engine/checkpoint.h"
@@ -97,7 +98,7 @@ inline VisionRun run_greedy_on_device(Session& s, const std::vector<int32_t>& pr
 // A golden model on one device.
 struct VisionModel {
   Checkpoint ckpt;
-  Device device;
+  cpu::CpuDevice device;
   Placement placement;
   WeightStore weights;
   explicit VisionModel(const std::string& dir)

@@ -22,13 +22,13 @@
 #include <vector>
 
 #include "architectures.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "formats/gguf_writer.h"
 #include "formats/safetensors_writer.h"
-#include "kernels/kernels.h"
 #include "random.h"
 #include "tokenizer.h"
 

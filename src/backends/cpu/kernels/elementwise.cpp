@@ -1,9 +1,9 @@
 // Element-wise ops and softmax on f32 tensors. Large tensors are split over the pool.
 #include <cmath>
 
+#include "backends/cpu/kernels/check.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
-#include "kernels/check.h"
-#include "kernels/kernels.h"
 
 namespace ferry::kernels {
 

@@ -1,4 +1,4 @@
-#include "kernels/bandwidth.h"
+#include "backends/cpu/kernels/bandwidth.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,8 +6,8 @@
 #include <new>
 #include <vector>
 
+#include "backends/cpu/kernels/cpu/isa.h"
 #include "core/error.h"
-#include "kernels/cpu/isa.h"
 
 namespace ferry::kernels {
 

@@ -23,8 +23,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/kernels/cpu/isa.h"
 #include "core/dtype.h"
-#include "kernels/cpu/isa.h"
 
 namespace ferry::kernels::cpu::simd {
 

@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/quant.h"
+#include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/cpu/quant.h"
 
 namespace ferry::kernels::cpu {
 

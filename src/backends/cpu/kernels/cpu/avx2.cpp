@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <cstring>
 
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/quant.h"
+#include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/cpu/quant.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FERRY_HAVE_AVX2 1
@@ -20,7 +20,7 @@
 #pragma GCC target("avx2,fma,f16c")
 #endif
 
-#include "kernels/cpu/simd_kernels.h"
+#include "backends/cpu/kernels/cpu/simd_kernels.h"
 
 namespace ferry::kernels::cpu {
 namespace {

@@ -2,9 +2,9 @@
 // quantized blocks stay whole because the last dim of every part is a multiple of the block size.
 #include <cstring>
 
+#include "backends/cpu/kernels/check.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
-#include "kernels/check.h"
-#include "kernels/kernels.h"
 
 namespace ferry::kernels {
 

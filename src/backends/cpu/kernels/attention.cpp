@@ -4,10 +4,10 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/kernels/check.h"
+#include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
-#include "kernels/check.h"
-#include "kernels/cpu/isa.h"
-#include "kernels/kernels.h"
 
 namespace ferry::kernels {
 

@@ -1,9 +1,9 @@
 // to_f32 / from_f32: widen or dequantize rows to f32, and narrow or quantize f32 rows.
+#include "backends/cpu/kernels/check.h"
+#include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/cpu/quant.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
-#include "kernels/check.h"
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/quant.h"
-#include "kernels/kernels.h"
 
 namespace ferry::kernels {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backends/cpu/kernels/check.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
-#include "kernels/check.h"
-#include "kernels/kernels.h"
 
 namespace ferry::kernels {
 

@@ -1,4 +1,4 @@
-#include "kernels/cpu/quant.h"
+#include "backends/cpu/kernels/cpu/quant.h"
 
 #include <cmath>
 #include <cstring>

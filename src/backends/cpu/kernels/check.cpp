@@ -1,8 +1,8 @@
-#include "kernels/check.h"
+#include "backends/cpu/kernels/check.h"
 
+#include "backends/cpu/kernels/cpu/quant.h"
 #include "core/error.h"
 #include "core/half.h"
-#include "kernels/cpu/quant.h"
 
 namespace ferry::kernels {
 

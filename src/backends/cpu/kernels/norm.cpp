@@ -2,9 +2,9 @@
 // short (the hidden size) and this keeps the result independent of summation order.
 #include <cmath>
 
+#include "backends/cpu/kernels/check.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
-#include "kernels/check.h"
-#include "kernels/kernels.h"
 
 namespace ferry::kernels {
 

@@ -1,7 +1,7 @@
 // The CPU backend's entry point for the executor: one graph op to its kernel, and the answer to
 // the scheduler's supports() question. Input orders are those documented in graph/op.h.
+#include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
-#include "kernels/kernels.h"
 
 namespace ferry::kernels {
 

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/cpu/kernels/check.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
-#include "kernels/check.h"
-#include "kernels/kernels.h"
 
 namespace ferry::kernels {
 

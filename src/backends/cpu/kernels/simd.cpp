@@ -1,4 +1,4 @@
-#include "kernels/simd.h"
+#include "backends/cpu/kernels/simd.h"
 
 #include <fmt/ranges.h>
 
@@ -9,9 +9,9 @@
 #include <cpuid.h>
 #endif
 
+#include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
-#include "kernels/cpu/isa.h"
-#include "kernels/kernels.h"
 
 namespace ferry::kernels {
 

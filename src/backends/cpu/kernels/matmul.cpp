@@ -5,11 +5,11 @@
 #include <string_view>
 #include <vector>
 
+#include "backends/cpu/kernels/check.h"
+#include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/cpu/quant.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
-#include "kernels/check.h"
-#include "kernels/cpu/isa.h"
-#include "kernels/cpu/quant.h"
-#include "kernels/kernels.h"
 
 namespace ferry::kernels {
 
