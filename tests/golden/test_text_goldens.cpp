@@ -10,6 +10,8 @@
 
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/opaque/opaque_device.h"
+#include "backends/registry.h"
 #include "core/device.h"
 #include "engine/checkpoint.h"
 #include "engine/session.h"
@@ -30,14 +32,39 @@ nlohmann::json read_json(const std::string& path) {
   return nlohmann::json::parse(in);
 }
 
+// Where a golden runs: a CPU device; the opaque device, whose memory only its backend reads (every
+// byte moves through the device interface); and split, the embedding, the head and the first layers on the opaque
+// device and the later layers on a CPU device (crossings both ways).
+enum class Where { Cpu, Opaque, OpaqueThenCpu };
+const char* where_name(Where s) {
+  return s == Where::Cpu ? "cpu:0" : s == Where::Opaque ? "opaque:0" : "opaque:0 + cpu:1";
+}
+constexpr Where kSetups[] = {Where::Cpu, Where::Opaque, Where::OpaqueThenCpu};
+
 struct Loaded {
   Checkpoint ckpt;
-  cpu::CpuDevice device{DeviceId{DeviceType::Cpu, 0}, Allocator::kUnlimited, 2};
+  DeviceSet devices;
   Placement placement;
   WeightStore weights;
-  explicit Loaded(const std::string& path) : ckpt(open_checkpoint(path)) {
-    placement = Placement::single(device);
+  explicit Loaded(const std::string& path, Where setup = Where::Cpu) : ckpt(open_checkpoint(path)) {
+    const DeviceId first{setup == Where::Cpu ? DeviceType::Cpu : DeviceType::Opaque, 0};
+    devices.add(create_device(DeviceSpec{first, Allocator::kUnlimited, 2}, 2));
+    if (setup == Where::OpaqueThenCpu) {
+      devices.add(create_device(DeviceSpec{DeviceId{DeviceType::Cpu, 1}, Allocator::kUnlimited, 2}, 2));
+      // The later half of the layers on cpu:1; embed and head (tied in some cases) on the opaque
+      // device, so activations cross both ways.
+      const int layers = ckpt.config().n_layer;
+      for (const auto& m : ckpt.spec.modules) placement.module_device[m.name] = &devices.at(0);
+      for (int l = layers / 2; l < layers; ++l) placement.module_device[layer_module(l)] = &devices.at(1);
+    } else {
+      placement = Placement::single(devices.at(0));
+    }
     load_weights(ckpt, placement, weights);
+  }
+  // Data moved into and out of the opaque device (zeros when it has none).
+  opaque::TransferCounts opaque_transfers() {
+    auto* d = dynamic_cast<opaque::OpaqueDevice*>(&devices.at(0));
+    return d != nullptr ? d->transfers() : opaque::TransferCounts{};
   }
 };
 
@@ -55,9 +82,10 @@ struct Expectation {
 
 // Runs prompt + greedy steps; checks logits at every step and ids. Returns each step row's largest
 // difference from the reference (all rows, checked or not: the steps follow the reference's tokens).
-std::vector<float> check_case(const std::string& model_path, const Expectation& e, const std::string& label) {
-  SCOPED_TRACE(label + " from " + model_path);
-  Loaded m(model_path);
+std::vector<float> check_case(const std::string& model_path, const Expectation& e, const std::string& label,
+                              Where setup = Where::Cpu) {
+  SCOPED_TRACE(label + " from " + model_path + " on " + where_name(setup));
+  Loaded m(model_path, setup);
   const int V = m.ckpt.config().vocab;
   const size_t Vc = e.vocab_compared ? e.vocab_compared : static_cast<size_t>(V);
   std::vector<float> row_diffs;
@@ -86,6 +114,13 @@ std::vector<float> check_case(const std::string& model_path, const Expectation& 
     const int32_t next = e.greedy[step];  // equal to ours wherever checked
     logits = s.eval(std::vector<int32_t>{next});
   }
+  if (setup != Where::Cpu) {
+    // The weights went in by write (the opaque device cannot use the mapped file in place), and every
+    // step wrote its inputs and read its logits (or, split, its crossings) through the interface.
+    const opaque::TransferCounts t = m.opaque_transfers();
+    EXPECT_GE(t.bytes_written, m.weights.bytes_on(m.devices.at(0)));
+    EXPECT_GT(t.reads, 0u);
+  }
   return row_diffs;
 }
 
@@ -113,6 +148,9 @@ TEST_P(TextGolden, MatchesLlamaCppFromGgufAndHf) {
     gguf.greedy_checked = quantized ? p["greedy_compare_steps"].get<size_t>() : gguf.greedy.size();
     if (quantized) gguf.teacher_forced = p["greedy_check_steps_teacher_forced"].get<std::vector<int>>();
     const std::vector<float> diffs = check_case(dir + "/model.gguf", gguf, name + " gguf");
+    for (Where setup : {Where::Opaque, Where::OpaqueThenCpu}) {
+      EXPECT_EQ(check_case(dir + "/model.gguf", gguf, name + " gguf", setup), diffs) << "the same arithmetic";
+    }
     if (quantized && rounds_activations_like_llama_cpp(cases["weights_dtype"])) {
       // llama.cpp rounds activations to q8_0 before each quantized matmul, and so do we by
       // default: the same arithmetic, so nearly every row is as close as an f32 case (the golden
@@ -133,7 +171,7 @@ TEST_P(TextGolden, MatchesLlamaCppFromGgufAndHf) {
       hf.greedy_checked = hf.greedy.size();
       hf.teacher_forced.clear();
     }
-    check_case(dir + "/hf", hf, name + " hf");
+    for (Where setup : kSetups) check_case(dir + "/hf", hf, name + " hf", setup);
   }
 }
 
@@ -157,7 +195,7 @@ TEST_P(ChatGlmGolden, MatchesThudmOriginalCode) {
   // The decode steps use the positions the reference used.
   const auto decode_positions = ex["greedy_decode_position_ids"].get<std::vector<int32_t>>();
   ASSERT_EQ(decode_positions.front(), e.positions.back() + 1);
-  check_case(dir + "/model", e, GetParam());
+  for (Where setup : kSetups) check_case(dir + "/model", e, GetParam(), setup);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCases, ChatGlmGolden,

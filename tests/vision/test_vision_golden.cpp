@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "backends/registry.h"
 #include "engine/image.h"
+#include "engine/weight_loader.h"
 #include "models/vision.h"
 #include "runtime/executor.h"
 #include "vision_golden.h"
@@ -147,6 +149,49 @@ TEST_P(VisionGolden, OwnPreprocessingOfThePngGivesTheSameTokens) {
   EXPECT_LE(max_abs_diff(run.image_embeds, read_raw<float>(dir() + "/vision_embeds.f32.bin")), kVisionAbs);
   EXPECT_EQ(run.tokens, expected["greedy_ids"].get<std::vector<int32_t>>());
   EXPECT_LE(max_abs_diff(run.step_logits[0], read_raw<float>(dir() + "/logits_last.f32.bin")), logits_tolerance());
+}
+
+// The same golden on the opaque device, whose memory only its backend reads, alone and with the
+// tower and projector on it and the decoder on a CPU device: every byte the model reads or makes
+// moves through the device interface (and, split, the image embeddings cross by host staging).
+TEST_P(VisionGolden, RunsOnADeviceWhoseMemoryOnlyItsBackendReads) {
+  const auto expected = testing::read_expected(dir());
+  const auto golden_ids = expected["greedy_ids"].get<std::vector<int32_t>>();
+  const int steps = expected["greedy_new_tokens"].get<int>();
+  const auto prompt = read_raw<int32_t>(dir() + "/prompt_ids.i32.bin");
+  for (const bool split : {false, true}) {
+    SCOPED_TRACE(split ? "opaque:0 (tower, projector) + cpu:1" : "opaque:0");
+    const Checkpoint ckpt = open_checkpoint(dir() + "/model");
+    const ModelConfig& c = ckpt.config();
+    DeviceSet devices;
+    devices.add(create_device(DeviceSpec{DeviceId{DeviceType::Opaque, 0}, Allocator::kUnlimited, 2}, 2));
+    Placement placement = Placement::single(devices.at(0));
+    if (split) {
+      devices.add(create_device(DeviceSpec{DeviceId{DeviceType::Cpu, 1}, Allocator::kUnlimited, 2}, 2));
+      placement = Placement{};
+      for (const auto& m : ckpt.spec.modules) {
+        const bool vision = m.name == vision_module() || m.name == projector_module();
+        placement.module_device[m.name] = &devices.at(vision ? 0 : 1);
+      }
+    }
+    WeightStore weights;
+    load_weights(ckpt, placement, weights);
+    const Tensor pixels = testing::pixel_tensor(read_raw<float>(dir() + "/pixel_values.f32.bin"), c.vision.image_size);
+    Session s(ckpt.spec, placement, weights, 64);
+    const testing::VisionRun host = testing::run_greedy(s, c, prompt, pixels, steps);
+    EXPECT_LE(max_abs_diff(host.image_embeds, read_raw<float>(dir() + "/vision_embeds.f32.bin")), kVisionAbs);
+    EXPECT_EQ(host.tokens, golden_ids);
+
+    // The embeddings left on the opaque device, attached, read there (or staged to cpu:1).
+    s.reset();
+    Tensor embeds = s.encode_images_on_device(pixels);
+    EXPECT_EQ(embeds.device(), &devices.at(0));
+    s.attach_images(std::move(embeds), 1);
+    testing::VisionRun on_device;
+    testing::continue_greedy(s, s.eval(prompt), steps, on_device);
+    EXPECT_EQ(on_device.tokens, golden_ids);
+    EXPECT_LE(max_abs_diff(on_device.step_logits[0], host.step_logits[0]), 1e-6f);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, VisionGolden, ::testing::ValuesIn(kVisionCases),
