@@ -119,6 +119,10 @@ int run_generate(const GenerateArgs& a) {
                                 {"peak_bytes", u.peak_bytes},
                                 {"weight_bytes", u.weight_bytes},
                                 {"kv_bytes", u.kv_bytes},
+                                {"workspace_bytes", u.workspace_bytes},
+                                {"planned_weight_bytes", u.planned_weight_bytes},
+                                {"planned_kv_bytes", u.planned_kv_bytes},
+                                {"planned_workspace_bytes", u.planned_workspace_bytes},
                                 {"copies", u.copies},
                                 {"bytes_copied", u.bytes_copied}});
     }

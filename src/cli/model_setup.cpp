@@ -209,6 +209,10 @@ std::vector<DeviceUsage> device_usage(const LoadedModel& model, const Session& s
     u.planned_bytes = dp.total();
     u.weight_bytes = weights.count(u.name) ? weights.at(u.name) : 0;
     u.kv_bytes = states.count(u.name) ? states.at(u.name) : 0;
+    u.workspace_bytes = dp.modules.empty() ? 0 : session.workspace_bytes(model.devices->get(dp.device.id));
+    u.planned_weight_bytes = dp.weight_bytes;
+    u.planned_kv_bytes = dp.kv_bytes;
+    u.planned_workspace_bytes = dp.workspace_bytes;
     u.peak_bytes = session.peak_bytes(u.name);
     for (const auto& e : stats.edges) {
       if (e.to == u.name && e.from != "host") {
@@ -222,18 +226,16 @@ std::vector<DeviceUsage> device_usage(const LoadedModel& model, const Session& s
 }
 
 std::string device_report(const LoadedModel& model, const Session& session, int decoded_tokens) {
-  std::string out = fmt::format("  {:<8} {:>11} {:>11} {:>11} {:>11} {:>11} {:>8}\n", "device", "weights", "KV cache",
-                                "workspace", "peak", "planned", "peak/plan");
-  const auto usage = device_usage(model, session);
-  for (size_t i = 0; i < usage.size(); ++i) {
-    const DeviceUsage& u = usage[i];
-    const DevicePlan& dp = model.plan.devices[i];
-    const uint64_t static_bytes = u.weight_bytes + u.kv_bytes;
-    out += fmt::format("  {:<8} {:>11} {:>11} {:>11} {:>11} {:>11} {:>8.3f}\n", u.name, format_bytes(u.weight_bytes),
-                       format_bytes(u.kv_bytes),
-                       format_bytes(u.peak_bytes > static_bytes ? u.peak_bytes - static_bytes : 0),
-                       format_bytes(u.peak_bytes), format_bytes(dp.total()),
-                       dp.total() > 0 ? static_cast<double>(u.peak_bytes) / static_cast<double>(dp.total()) : 0.0);
+  // Each figure measured, then as planned.
+  std::string out = fmt::format("  {:<8} {:>23} {:>23} {:>23} {:>23}\n", "device", "weights (plan)", "KV cache (plan)",
+                                "workspace (plan)", "peak (plan)");
+  const auto pair = [](uint64_t measured, uint64_t planned) {
+    return fmt::format("{} ({})", format_bytes(measured), format_bytes(planned));
+  };
+  for (const DeviceUsage& u : device_usage(model, session)) {
+    out += fmt::format("  {:<8} {:>23} {:>23} {:>23} {:>23}\n", u.name, pair(u.weight_bytes, u.planned_weight_bytes),
+                       pair(u.kv_bytes, u.planned_kv_bytes), pair(u.workspace_bytes, u.planned_workspace_bytes),
+                       pair(u.peak_bytes, u.planned_bytes));
   }
   const RunStats& stats = session.last_stats();
   out += fmt::format("  {} step: {} copies between devices, {} moved{}\n", decoded_tokens > 0 ? "last decode" : "last",

@@ -72,8 +72,8 @@ std::unique_ptr<LoadedModel> load_model(const RunOptions& options);
 // "1,2,3" -> ids (Error(Usage) naming the bad item).
 std::vector<int32_t> parse_id_list(const std::string& text);
 
-// A per-device report after a run: planned vs measured peak; weights, KV cache, workspace; copies
-// and bytes moved per decoded token (the last step's).
+// A per-device report after a run: weights, KV cache, workspace and peak, each measured and as
+// planned; copies and bytes moved per decoded token (the last step's).
 std::string device_report(const LoadedModel& model, const Session& session, int decoded_tokens);
 
 struct DeviceUsage {
@@ -82,6 +82,10 @@ struct DeviceUsage {
   uint64_t peak_bytes = 0;
   uint64_t weight_bytes = 0;
   uint64_t kv_bytes = 0;
+  uint64_t workspace_bytes = 0;  // the executor's workspace there
+  uint64_t planned_weight_bytes = 0;
+  uint64_t planned_kv_bytes = 0;
+  uint64_t planned_workspace_bytes = 0;
   size_t copies = 0;          // into this device, last step
   uint64_t bytes_copied = 0;  // into this device, last step
 };

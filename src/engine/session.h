@@ -67,6 +67,7 @@ class Session {
   // included), 0 for a device no step used.
   size_t peak_bytes(const std::string& device) const;
   Executor& executor() { return executor_; }
+  size_t workspace_bytes(const Device& device) const { return executor_.workspace_bytes(device); }
   const StateStore& states() const { return states_; }
 
  private:

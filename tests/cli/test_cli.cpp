@@ -77,6 +77,15 @@ TEST(Cli, GenerateFromTextOnTwoDevicesPrintsThePlan) {
   for (const char* needle : {"cpu:0", "cpu:1", "layers.", "loading weights", "copies between devices"}) {
     EXPECT_NE(r.err.find(needle), std::string::npos) << needle << " in:\n" << r.err;
   }
+  // What each device holds is what the plan said: weights, KV cache, workspace and the peak.
+  ASSERT_EQ(j["devices"].size(), 2u);
+  for (const auto& d : j["devices"]) {
+    EXPECT_EQ(d["weight_bytes"], d["planned_weight_bytes"]) << d.dump();
+    EXPECT_EQ(d["kv_bytes"], d["planned_kv_bytes"]) << d.dump();
+    EXPECT_EQ(d["workspace_bytes"], d["planned_workspace_bytes"]) << d.dump();
+    EXPECT_GT(d["workspace_bytes"].get<uint64_t>(), 0u) << d.dump();
+    EXPECT_EQ(d["peak_bytes"], d["planned_bytes"]) << d.dump();
+  }
 }
 
 TEST(Cli, InspectNamesArchitectureAndEosIds) {
