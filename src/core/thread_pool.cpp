@@ -4,23 +4,13 @@
 #include <system_error>
 
 #include "core/error.h"
+#include "core/spin.h"
 
 namespace ferry {
 
 namespace {
-// Spinning before sleeping keeps back-to-back small jobs cheap; yielding now and then lets a
-// descheduled thread of ours run when another process shares the cores, instead of burning the
-// time slice it needs.
+// Steps a worker spins for the next job before it sleeps (see spin_relax).
 constexpr uint32_t kSpins = 4096;
-inline void relax(uint32_t spin) {
-  if ((spin & 63) == 63) {
-    std::this_thread::yield();
-  } else {
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
-  }
-}
 
 uint64_t generation_of(uint64_t state) {
   return state >> 32;
@@ -76,7 +66,7 @@ void ThreadPool::worker_loop(int thread) {
     // than the job itself. Then sleep until the next job.
     uint64_t s = state_.load(std::memory_order_acquire);
     for (uint32_t spin = 0; generation_of(s) == seen && spin < kSpins; ++spin) {
-      relax(spin);
+      spin_relax(spin);
       s = state_.load(std::memory_order_acquire);
     }
     if (generation_of(s) == seen) {
@@ -126,7 +116,7 @@ void ThreadPool::run(int64_t n_tasks, TaskFn fn, const void* ctx) {
   // Every task is taken: close the job and wait only for the workers that joined it.
   const uint64_t closed = state_.fetch_or(kClosed, std::memory_order_acq_rel);
   const auto joined = static_cast<uint32_t>(closed & kJoinedMask);
-  for (uint32_t spin = 0; finished_.load(std::memory_order_acquire) != joined; ++spin) relax(spin);
+  for (uint32_t spin = 0; finished_.load(std::memory_order_acquire) != joined; ++spin) spin_relax(spin);
   job_fn_ = nullptr;
   job_ctx_ = nullptr;
   if (error_) {

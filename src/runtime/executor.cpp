@@ -409,8 +409,13 @@ void synchronize_all(const std::vector<Device*>& devices) {
 // Queues a copy of `src` (on `from`) into `dst` (on `to`), both devices, ordered after the work
 // that produced src and before any later work on either device that could reuse their memory.
 void copy_between_devices(Device& from, Device& to, const Tensor& src, const Tensor& dst, const Tensor& staging) {
-  to.wait(from.record());  // src is ready once `from` reaches this point
-  if (to.copy_from(src, dst) || (src.storage()->host_addressable() && (to.write(dst, src.data()), true))) {
+  to.wait(from.record());                // src is ready once `from` reaches this point
+  bool copied = to.copy_from(src, dst);  // a direct path between the pair
+  if (!copied && src.storage()->host_addressable()) {
+    to.write(dst, src.data());
+    copied = true;
+  }
+  if (copied) {
     from.wait(to.record());  // `from` may reuse src's memory only after the copy read it
     return;
   }

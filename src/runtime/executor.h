@@ -56,7 +56,8 @@ struct ExecutablePlan;  // executor.cpp
 // A graph kept for repeated runs. Its first run schedules and plans it; later runs reuse that work
 // for as long as the loaded weights and state tensors stay the same (WeightStore::generation(),
 // StateStore::generation()) and it is run by the same executor. The structure is fixed; node
-// parameters may change between runs (e.g. AttentionParams::kv_offset, advanced every decode step).
+// parameters may change between runs (set_params), though the decoder gives its per-step values
+// (KV write position, logits row) as input tensors so that its graphs run unchanged.
 // Move-only: the plan holds the tensors of a run in progress.
 class PreparedGraph {
  public:

@@ -4,22 +4,13 @@
 #include <utility>
 
 #include "core/error.h"
+#include "core/spin.h"
 
 namespace ferry::cpu {
 
 namespace {
-// Spinning a little before sleeping keeps back-to-back small submissions (decode: a few per token)
-// from paying a wake-up each; yielding now and then leaves the core to a thread that needs it.
+// Steps the stream spins for the next submission before it sleeps: decode submits a few per token.
 constexpr uint32_t kSpins = 2048;
-inline void relax(uint32_t spin) {
-  if ((spin & 63) == 63) {
-    std::this_thread::yield();
-  } else {
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
-  }
-}
 }  // namespace
 
 void StreamEvent::wait() const {
@@ -98,7 +89,7 @@ void Stream::loop() {
       // Spin briefly for the next task, then sleep.
       for (uint32_t spin = 0;
            spin < kSpins && queued_.load(std::memory_order_acquire) == ran_.load(std::memory_order_relaxed); ++spin) {
-        relax(spin);
+        spin_relax(spin);
       }
       std::unique_lock<std::mutex> lock(mutex_);
       sleeping_ = true;
