@@ -6,8 +6,8 @@
 #include <span>
 #include <vector>
 
-#include "backends/cpu/stream.h"
 #include "core/device.h"
+#include "core/stream.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 

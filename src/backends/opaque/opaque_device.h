@@ -10,8 +10,8 @@
 #include <memory>
 #include <span>
 
-#include "backends/cpu/stream.h"
 #include "core/device.h"
+#include "core/stream.h"
 #include "core/thread_pool.h"
 
 namespace ferry::opaque {
@@ -54,7 +54,7 @@ class OpaqueDevice final : public Device {
 
   ThreadPool pool_;
   std::atomic<uint64_t> writes_{0}, reads_{0}, bytes_written_{0}, bytes_read_{0};
-  cpu::Stream stream_;  // declared last: its thread stops before the rest goes
+  Stream stream_;  // declared last: its thread stops before the rest goes
 };
 
 }  // namespace ferry::opaque

@@ -1,4 +1,4 @@
-#include "backends/cpu/stream.h"
+#include "core/stream.h"
 
 #include <system_error>
 #include <utility>
@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "core/spin.h"
 
-namespace ferry::cpu {
+namespace ferry {
 
 namespace {
 // Steps the stream spins for the next submission before it sleeps: decode submits a few per token.
@@ -56,6 +56,10 @@ void Stream::push(Task task) {
 
 void Stream::submit(std::function<void()> task) {
   push(Task{std::move(task), false});
+}
+
+void Stream::submit_always(std::function<void()> task) {
+  push(Task{std::move(task), true});
 }
 
 std::shared_ptr<const Event> Stream::record() {
@@ -113,4 +117,4 @@ void Stream::loop() {
   }
 }
 
-}  // namespace ferry::cpu
+}  // namespace ferry

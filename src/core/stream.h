@@ -16,7 +16,7 @@
 
 #include "core/device.h"
 
-namespace ferry::cpu {
+namespace ferry {
 
 // Done once the stream has reached it; usable by any thread and any device.
 class StreamEvent final : public Event {
@@ -39,6 +39,8 @@ class Stream {
   // Queues `task`. After a task throws, the stream skips the tasks queued after it (events still
   // complete) until synchronize() reports the error.
   void submit(std::function<void()> task);
+  // Queues `task` to run even after an error (freeing memory the queued work may still use).
+  void submit_always(std::function<void()> task);
   std::shared_ptr<const Event> record();
   void wait(std::shared_ptr<const Event> event);  // later tasks wait until `event` is done
   // Blocks until every task queued so far has run; rethrows the first error since the last call.
@@ -65,4 +67,4 @@ class Stream {
   std::thread thread_;
 };
 
-}  // namespace ferry::cpu
+}  // namespace ferry
