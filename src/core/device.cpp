@@ -15,9 +15,14 @@ namespace ferry {
 DeviceId DeviceId::parse(std::string_view text) {
   const auto fail_parse = [&]() -> DeviceId {
     fail(ErrorKind::Usage,
-         "unknown device '{}': expected cpu:N (for example cpu:0, cpu:1), opaque:N (a CPU device whose memory only "
-         "its backend reads, for testing), or cuda:N as a planning target",
+         "unknown device '{}': expected cpu:N (for example cpu:0, cpu:1), vulkan:N (GPU N; vulkan:N.K for logical "
+         "partition K of it), opaque:N (a CPU device whose memory only its backend reads, for testing), or cuda:N as "
+         "a planning target",
          text);
+  };
+  const auto number = [](std::string_view digits, int& value) {
+    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+    return ec == std::errc() && ptr == digits.data() + digits.size() && value >= 0 && value <= 4095;
   };
   const size_t colon = text.find(':');
   std::string_view type_name = text.substr(0, colon);
@@ -26,19 +31,29 @@ DeviceId DeviceId::parse(std::string_view text) {
     type = DeviceType::Cuda;
   } else if (type_name == "opaque") {
     type = DeviceType::Opaque;
+  } else if (type_name == "vulkan") {
+    type = DeviceType::Vulkan;
   } else if (type_name != "cpu") {
     return fail_parse();
   }
   if (colon == std::string_view::npos) return DeviceId{type, 0};
   std::string_view idx = text.substr(colon + 1);
-  int index = -1;
-  auto [ptr, ec] = std::from_chars(idx.data(), idx.data() + idx.size(), index);
-  if (ec != std::errc() || ptr != idx.data() + idx.size() || index < 0 || index > 4095) return fail_parse();
-  return DeviceId{type, index};
+  DeviceId id{type, -1};
+  const size_t dot = idx.find('.');
+  if (dot != std::string_view::npos) {
+    if (type != DeviceType::Vulkan || !number(idx.substr(dot + 1), id.part)) return fail_parse();
+    idx = idx.substr(0, dot);
+  }
+  if (!number(idx, id.index)) return fail_parse();
+  return id;
 }
 
 std::string DeviceId::str() const {
-  const char* kind = type == DeviceType::Cuda ? "cuda" : type == DeviceType::Opaque ? "opaque" : "cpu";
+  const char* kind = type == DeviceType::Cuda     ? "cuda"
+                     : type == DeviceType::Opaque ? "opaque"
+                     : type == DeviceType::Vulkan ? "vulkan"
+                                                  : "cpu";
+  if (part >= 0) return fmt::format("{}:{}.{}", kind, index, part);
   return fmt::format("{}:{}", kind, index);
 }
 

@@ -31,14 +31,18 @@ class Tensor;
 
 // Cpu: the CPU backend (backends/cpu). Opaque: a conformance device whose memory is hidden from
 // everything outside its backend (backends/opaque); it runs the CPU kernels on memory nobody else
-// can read, and counts the transfers it is asked for. Cuda: a planning target only (`ferry plan
-// --devices cuda:0=24GiB,...`); no device of that kind can be created.
-enum class DeviceType : uint8_t { Cpu, Opaque, Cuda };
+// can read, and counts the transfers it is asked for. Vulkan: a GPU through Vulkan compute
+// (backends/vulkan), in builds that have it. Cuda: a planning target only (`ferry plan --devices
+// cuda:0=24GiB,...`); no device of that kind can be created.
+enum class DeviceType : uint8_t { Cpu, Opaque, Cuda, Vulkan };
 
-// A value type naming a device: "cpu:0", "cpu:1", "opaque:0", "cuda:0", ... Comparable and hashable.
+// A value type naming a device: "cpu:0", "cpu:1", "opaque:0", "cuda:0", "vulkan:0", or "vulkan:0.1"
+// (logical partition 1 of Vulkan device 0: its own queue, budget and allocations, so one GPU can be
+// split into budgeted devices). Comparable and hashable.
 struct DeviceId {
   DeviceType type = DeviceType::Cpu;
   int index = 0;
+  int part = -1;  // the logical partition of a Vulkan device; -1: the whole device
 
   static DeviceId parse(std::string_view text);  // throws Error(Usage) with the accepted forms
   std::string str() const;
@@ -188,6 +192,6 @@ std::string format_device_list(const std::vector<DeviceSpec>& specs);
 template <>
 struct std::hash<ferry::DeviceId> {
   size_t operator()(const ferry::DeviceId& d) const noexcept {
-    return std::hash<int>()(static_cast<int>(d.type) * 1000003 + d.index);
+    return std::hash<int>()((static_cast<int>(d.type) * 1000003 + d.index) * 4099 + d.part);
   }
 };

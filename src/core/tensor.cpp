@@ -130,6 +130,16 @@ Tensor Tensor::host(DType dtype, const Shape& shape, const std::string& name) {
   return view(Storage::host(bytes), 0, dtype, shape, name);
 }
 
+Tensor Tensor::unbound(DType dtype, const Shape& shape, const std::string& name) {
+  checked_bytes(dtype, shape);
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = shape;
+  contiguous_strides(dtype, shape, t.strides_);
+  t.name_ = name;
+  return t;
+}
+
 Tensor Tensor::view(std::shared_ptr<Storage> storage, size_t offset, DType dtype, const Shape& shape,
                     const std::string& name) {
   const size_t bytes = checked_bytes(dtype, shape);

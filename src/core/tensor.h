@@ -101,6 +101,10 @@ class Tensor {
   static Tensor view(std::shared_ptr<Storage> storage, size_t offset, DType dtype, const Shape& shape,
                      const std::string& name = {});
 
+  // A tensor's dtype, shape and name without memory yet (defined() is false): what a program is
+  // compiled against where each run supplies the memory (graph inputs, outputs handed over).
+  static Tensor unbound(DType dtype, const Shape& shape, const std::string& name = {});
+
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }

@@ -338,8 +338,10 @@ std::shared_ptr<ExecutablePlan> Executor::make_plan(const Graph& graph, std::vec
       p->tensor[s] = v.kind == ValueKind::Weight ? weights_.find(v.name) : states_.find(v.name);
     } else if (slot.kind == SlotKind::Input) {
       p->input_slots.push_back(static_cast<int32_t>(s));
+      p->held[s] = Tensor::unbound(v.dtype, v.shape, v.name);  // each run binds the caller's tensor
     } else if (kept[s]) {
       p->kept_slots.push_back(static_cast<int32_t>(s));
+      p->held[s] = Tensor::unbound(v.dtype, v.shape, v.name);  // each run allocates a fresh one
       p->kept_what.push_back(fmt::format("the output '{}' kept on {}", v.name, location_name(slot.location)));
     } else if (layout.device_of_slot[s] >= 0) {
       const auto d = static_cast<size_t>(layout.device_of_slot[s]);
@@ -454,9 +456,14 @@ void Executor::execute(PreparedGraph& prepared, const Inputs& inputs, std::span<
     stats_from_last_plan_ = false;
   }
 
+  // Back to memory-less tensors of the same dtype and shape: the programs keep pointing at them.
   const auto drop_run_tensors = [&] {
-    for (int32_t slot : p.input_slots) p.held[static_cast<size_t>(slot)] = Tensor();
-    for (int32_t slot : p.kept_slots) p.held[static_cast<size_t>(slot)] = Tensor();
+    for (const auto* slots : {&p.input_slots, &p.kept_slots}) {
+      for (int32_t slot : *slots) {
+        const Value& v = graph.value(p.run.slots[static_cast<size_t>(slot)].value);
+        p.held[static_cast<size_t>(slot)] = Tensor::unbound(v.dtype, v.shape, v.name);
+      }
+    }
   };
   try {
     for (int32_t slot : p.input_slots) {
