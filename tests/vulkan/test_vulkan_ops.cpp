@@ -1,0 +1,271 @@
+// Every op on a Vulkan device against the CPU backend, at shapes that are not multiples of the
+// workgroup or tile sizes, for every weight dtype, through mapped memory and through staging.
+// Without a Vulkan device the suite skips, saying why; with FERRY_REQUIRE_VULKAN=1 (CI) that fails.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+
+#include "backends/cpu/cpu_device.h"
+#include "backends/vulkan/context.h"
+#include "backends/vulkan/device.h"
+#include "core/error.h"
+#include "graph/graph.h"
+#include "kernels/reference.h"
+#include "vulkan_available.h"
+
+namespace ferry {
+namespace {
+
+Tensor random_f32(const Shape& shape, uint32_t seed, float scale = 1.0f) {
+  Tensor t = Tensor::host(DType::F32, shape);
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = dist(rng);
+  return t;
+}
+
+Tensor ids(std::vector<int32_t> values) {
+  Tensor t = Tensor::host(DType::I32, Shape{static_cast<int64_t>(values.size())});
+  std::copy(values.begin(), values.end(), t.data_as<int32_t>());
+  return t;
+}
+
+class VulkanOps : public ferry::testing::VulkanTest<::testing::TestWithParam<bool>> {  // param: map device memory
+ protected:
+  void SetUp() override {
+    VulkanTest::SetUp();
+    if (no_device()) return;
+    vk_ = std::make_unique<vulkan::VulkanDevice>(DeviceId::parse("vulkan:0"), Allocator::kUnlimited,
+                                                 vulkan::DeviceOptions{GetParam()});
+  }
+
+  // Runs `op` on the CPU and on vulkan:0 with the same inputs; the two outputs (the CPU's first).
+  std::pair<Tensor, Tensor> run(Op op, OpParams params, std::vector<Tensor> inputs, DType out_dtype,
+                                const Shape& out_shape, std::vector<int> state_inputs = {}) {
+    Node node;
+    node.op = op;
+    node.params = params;
+    // CPU: on host copies (state inputs are written in place, so each side gets its own).
+    std::vector<Tensor> cpu_in;
+    for (const Tensor& t : inputs) {
+      Tensor c = Tensor::host(t.dtype(), t.shape(), "in");
+      std::memcpy(c.data(), t.data(), t.nbytes());
+      cpu_in.push_back(c);
+    }
+    std::vector<Tensor*> cpu_ptrs;
+    for (Tensor& t : cpu_in) cpu_ptrs.push_back(&t);
+    Tensor cpu_out = Tensor::host(out_dtype, out_shape, "out");
+    cpu::run_node(node, cpu_ptrs, cpu_out, cpu_pool_);
+
+    std::vector<Tensor> vk_in;
+    for (const Tensor& t : inputs) {
+      Tensor v = Tensor::empty(*vk_, t.dtype(), t.shape(), "in");
+      vk_->write(v, t.data());
+      vk_in.push_back(v);
+    }
+    Tensor vk_out = Tensor::empty(*vk_, out_dtype, out_shape, "out");
+    BoundOp bound;
+    bound.node = &node;
+    for (const Tensor& t : vk_in) bound.inputs.push_back(&t);
+    bound.output = &vk_out;
+    auto program = vk_->compile(std::span<const BoundOp>(&bound, 1));
+    vk_->run(*program);
+    Tensor back = Tensor::host(out_dtype, out_shape, "vk");
+    vk_->read(vk_out, back.data());
+    // State inputs (KV caches) come back too, compared by the caller through state_back_.
+    state_back_.clear();
+    for (int i : state_inputs) {
+      Tensor s = Tensor::host(inputs[static_cast<size_t>(i)].dtype(), inputs[static_cast<size_t>(i)].shape());
+      vk_->read(vk_in[static_cast<size_t>(i)], s.data());
+      state_back_.push_back({cpu_in[static_cast<size_t>(i)], s});
+    }
+    vk_->synchronize();
+    program.reset();
+    return {cpu_out, back};
+  }
+
+  static void expect_close(const Tensor& want, const Tensor& got, double rel, const std::string& what) {
+    ASSERT_EQ(want.numel(), got.numel());
+    if (want.dtype() != DType::F32) {
+      EXPECT_EQ(std::memcmp(want.data(), got.data(), want.nbytes()), 0) << what;
+      return;
+    }
+    double scale = 0.0;
+    for (int64_t i = 0; i < want.numel(); ++i) scale = std::max(scale, std::fabs(double(want.data_as<float>()[i])));
+    const double tol = rel * std::max(scale, 1e-3);
+    int bad = 0;
+    for (int64_t i = 0; i < want.numel() && bad < 5; ++i) {
+      const double a = want.data_as<float>()[i], b = got.data_as<float>()[i];
+      if (!(std::fabs(a - b) <= tol)) {
+        ADD_FAILURE() << what << ": element " << i << " cpu " << a << " vulkan " << b << " (tolerance " << tol << ")";
+        ++bad;
+      }
+    }
+  }
+
+  ThreadPool cpu_pool_{1};
+  std::unique_ptr<vulkan::VulkanDevice> vk_;
+  std::vector<std::pair<Tensor, Tensor>> state_back_;
+};
+
+TEST_P(VulkanOps, MatMulEveryWeightTypeAtAwkwardShapes) {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    for (int64_t M : {1, 3, 9, 17}) {
+      for (int64_t N : {1, 5, 67}) {
+        for (int64_t K : {32, 96}) {
+          for (bool bias : {false, true}) {
+            std::vector<Tensor> in = {random_f32(Shape{M, K}, 1), test::random_weight(dt, N, K, 2)};
+            if (bias) in.push_back(random_f32(Shape{N}, 3));
+            auto [want, got] = run(Op::MatMul, std::monostate{}, in, DType::F32, Shape{M, N});
+            expect_close(want, got, 2e-5,
+                         fmt::format("matmul {} M {} N {} K {} bias {}", dtype_name(dt), M, N, K, bias));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_P(VulkanOps, EmbeddingEveryTableType) {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    auto [want, got] = run(Op::Embedding, std::monostate{},
+                           {test::random_weight(dt, 37, 64, 4), ids({0, 36, 5, 5, 17})}, DType::F32, Shape{5, 64});
+    expect_close(want, got, 0.0, fmt::format("embedding {}", dtype_name(dt)));
+  }
+}
+
+TEST_P(VulkanOps, Elementwise) {
+  const Shape s{3, 67};
+  const Tensor a = random_f32(s, 5, 4.0f), b = random_f32(s, 6);
+  for (Op op : {Op::Add, Op::Mul}) {
+    auto [want, got] = run(op, std::monostate{}, {a, b}, DType::F32, s);
+    expect_close(want, got, 1e-6, std::string(op_name(op)));
+  }
+  {
+    auto [want, got] = run(Op::Scale, ScaleParams{0.37f}, {a}, DType::F32, s);
+    expect_close(want, got, 1e-6, "scale");
+  }
+  for (Op op : {Op::Silu, Op::Gelu, Op::GeluTanh, Op::Softmax}) {
+    auto [want, got] = run(op, std::monostate{}, {a}, DType::F32, s);
+    expect_close(want, got, 2e-6, std::string(op_name(op)));
+  }
+  {
+    auto [want, got] = run(Op::SwiGlu, std::monostate{}, {random_f32(Shape{5, 2 * 33}, 7)}, DType::F32, Shape{5, 33});
+    expect_close(want, got, 2e-6, "swiglu fused");
+  }
+  {
+    auto [want, got] = run(Op::SwiGlu, std::monostate{}, {random_f32(Shape{5, 33}, 8), random_f32(Shape{5, 33}, 9)},
+                           DType::F32, Shape{5, 33});
+    expect_close(want, got, 2e-6, "swiglu");
+  }
+}
+
+TEST_P(VulkanOps, NormsWithEveryWeightType) {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t H : {1, 63, 130}) {
+      const Tensor x = random_f32(Shape{4, H}, 10, 3.0f);
+      auto [want, got] = run(Op::RmsNorm, NormParams{1e-5f}, {x, test::random_weight(dt, 1, H, 11).reshape(Shape{H})},
+                             DType::F32, x.shape());
+      expect_close(want, got, 1e-5, fmt::format("rms_norm {} H {}", dtype_name(dt), H));
+      auto [want2, got2] = run(
+          Op::LayerNorm, NormParams{1e-6f},
+          {x, test::random_weight(dt, 1, H, 12).reshape(Shape{H}), test::random_weight(dt, 1, H, 13).reshape(Shape{H})},
+          DType::F32, x.shape());
+      expect_close(want2, got2, 1e-5, fmt::format("layer_norm {} H {}", dtype_name(dt), H));
+    }
+  }
+}
+
+TEST_P(VulkanOps, RopeBothStylesPartialAndFarPositions) {
+  for (RopeStyle style : {RopeStyle::Adjacent, RopeStyle::HalfSplit}) {
+    for (int n_rot : {32, 16}) {
+      RopeParams p;
+      p.head_dim = 32;
+      p.n_rot = n_rot;
+      p.style = style;
+      p.theta = 10000.0f;
+      p.freq_scale = 0.5f;
+      const Tensor x = random_f32(Shape{4, 3 * 32}, 14);
+      auto [want, got] = run(Op::Rope, p, {x, ids({0, 1, 4095, 100000})}, DType::F32, x.shape());
+      expect_close(want, got, 2e-6, fmt::format("rope style {} n_rot {}", static_cast<int>(style), n_rot));
+    }
+  }
+}
+
+TEST_P(VulkanOps, AttentionOverTheCacheWithAndWithoutThePositionInput) {
+  for (int64_t T : {1, 5, 70}) {
+    for (int64_t offset : {0, 3}) {
+      AttentionParams p;
+      p.n_head = 4;
+      p.n_kv_head = 2;
+      p.head_dim = 16;
+      p.scale = 0.25f;
+      const int64_t S = 80;
+      const int64_t W = p.n_kv_head * p.head_dim;
+      std::vector<Tensor> in = {random_f32(Shape{T, p.n_head * p.head_dim}, 15), random_f32(Shape{T, W}, 16),
+                                random_f32(Shape{T, W}, 17), random_f32(Shape{S, W}, 18), random_f32(Shape{S, W}, 19)};
+      for (bool position_input : {false, true}) {
+        p.kv_offset = position_input ? 0 : offset;
+        std::vector<Tensor> with = in;
+        if (position_input) with.push_back(ids({static_cast<int32_t>(offset)}));
+        auto [want, got] = run(Op::Attention, p, with, DType::F32, in[0].shape(), {3, 4});
+        const std::string what = fmt::format("attention T {} offset {} position input {}", T, offset, position_input);
+        expect_close(want, got, 2e-6, what);
+        for (auto& [cpu_state, vk_state] : state_back_) expect_close(cpu_state, vk_state, 0.0, what + " cache");
+      }
+    }
+  }
+}
+
+TEST_P(VulkanOps, BlockAttentionAndPatchify) {
+  BlockAttentionParams p;
+  p.n_head = 2;
+  p.n_kv_head = 1;
+  p.head_dim = 24;
+  p.scale = 0.2f;
+  p.block = 70;
+  const int64_t T = 140;
+  auto [want, got] = run(Op::BlockAttention, p,
+                         {random_f32(Shape{T, 48}, 20), random_f32(Shape{T, 24}, 21), random_f32(Shape{T, 24}, 22)},
+                         DType::F32, Shape{T, 48});
+  expect_close(want, got, 2e-6, "block attention");
+  for (bool channels_last : {false, true}) {
+    const Shape image = channels_last ? Shape{2, 6, 9, 3} : Shape{2, 3, 6, 9};
+    auto [w2, g2] =
+        run(Op::Patchify, PatchParams{3, channels_last}, {random_f32(image, 23)}, DType::F32, Shape{12, 27});
+    expect_close(w2, g2, 0.0, "patchify");
+  }
+}
+
+TEST_P(VulkanOps, LayoutOpsOnAnyDtype) {
+  const Tensor a = random_f32(Shape{3, 5, 7}, 24), b = random_f32(Shape{3, 2, 7}, 25);
+  {
+    auto [want, got] = run(Op::Concat, AxisParams{1, 0, 0}, {a, b}, DType::F32, Shape{3, 7, 7});
+    expect_close(want, got, 0.0, "concat");
+  }
+  {
+    auto [want, got] = run(Op::Slice, AxisParams{1, 1, 3}, {a}, DType::F32, Shape{3, 3, 7});
+    expect_close(want, got, 0.0, "slice");
+  }
+  const Tensor q = test::random_weight(DType::Q8_0, 3, 64, 26);
+  {
+    auto [want, got] = run(Op::Copy, std::monostate{}, {q}, DType::Q8_0, q.shape());
+    expect_close(want, got, 0.0, "copy q8_0");
+  }
+  {
+    auto [want, got] = run(Op::Reshape, std::monostate{}, {q}, DType::Q8_0, Shape{6, 32});
+    expect_close(want, got, 0.0, "reshape q8_0");
+  }
+  {
+    auto [want, got] = run(Op::Slice, AxisParams{1, 32, 32}, {q}, DType::Q8_0, Shape{3, 32});
+    expect_close(want, got, 0.0, "slice q8_0 (34-byte blocks)");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(MappedAndStaged, VulkanOps, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Mapped" : "Staged"; });
+
+}  // namespace
+}  // namespace ferry
