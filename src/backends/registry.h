@@ -4,9 +4,12 @@
 
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
+#include "core/device_description.h"
 
 namespace ferry {
 
@@ -16,11 +19,29 @@ using DeviceFactory = std::function<std::unique_ptr<Device>(const DeviceSpec& sp
 std::unique_ptr<Device> create_device(const DeviceSpec& spec, int threads);
 bool can_create(DeviceType type);  // whether this build has a backend for the kind
 
+// Gives every spec without a budget on a device that can tell its free memory (vulkan:N, and its
+// partitions vulkan:N.K) the default: free memory less a reserve for the driver, shared equally by
+// the unbudgeted partitions of one device after the budgeted ones take theirs. CPU devices keep
+// theirs. Error(Unsupported) saying what is missing when such a device is not on this machine.
+void resolve_default_budgets(std::vector<DeviceSpec>& specs);
+
+struct DeviceListing {
+  std::vector<DeviceDescription> devices;
+  std::vector<std::string> unavailable;  // kinds this machine or build cannot run, and why
+};
+// Every device this machine has: the CPU devices (one per NUMA node) and each Vulkan device.
+DeviceListing list_devices();
+
+// The read bandwidth of `device`'s memory in bytes per second, measured now by its own backend: a
+// SIMD sum on the device's worker threads for host memory, a shader on a GPU. Decode's ceiling.
+double measure_read_bandwidth(Device& device);
+
 // Owns the devices of one run.
 class DeviceSet {
  public:
   DeviceSet() = default;
-  // Threads: a spec's own count, else total_threads split evenly (at least one each).
+  // Threads: a spec's own count, else total_threads split evenly (at least one each). Specs
+  // without a budget get resolve_default_budgets's.
   DeviceSet(const std::vector<DeviceSpec>& specs, int total_threads);
   size_t size() const { return devices_.size(); }
   Device& at(size_t i) { return *devices_.at(i); }

@@ -1,7 +1,9 @@
 // Speed, reported as ratios measured in the same run: decode's achieved read bandwidth (weights
-// and KV cache) over the machine's read bandwidth, which ferry measures itself with the same thread
-// count right after each repetition. On a shared machine both move with the load; a ratio of two
-// figures taken moments apart moves much less, and the median over the repetitions least.
+// and KV cache) over the devices' read bandwidth, which each device's backend measures itself (the
+// CPU with the device's threads, a GPU with a shader) right after each repetition. On a shared
+// machine both move with the load; a ratio of two figures taken moments apart moves much less, and
+// the median over the repetitions least. Split over devices, the ceiling is the time each device
+// needs to read its own share at its own bandwidth, one after the other as decode runs them.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "backends/cpu/kernels/bandwidth.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/registry.h"
 #include "cli/commands.h"
 #include "cli/model_setup.h"
 #include "core/error.h"
@@ -29,30 +31,49 @@ struct BenchArgs {
   bool json = false;
 };
 
-// Bytes a decode step reads from weights: every matrix once; the embedding table only one row,
-// unless the head reads it too (tied).
-uint64_t weight_bytes_per_token(const ModelSpec& spec) {
+// Bytes a decode step reads from the weights of module `m`: every matrix once; the embedding
+// table only one row, unless the head reads it too (tied).
+uint64_t weight_bytes_per_token(const ModelSpec& spec, const ModuleSpec& m) {
   uint64_t bytes = 0;
-  for (const auto& m : spec.modules) {
-    for (const auto& p : m.params) {
-      const uint64_t full = dtype_bytes(p.compute_dtype, static_cast<uint64_t>(p.shape.numel())).value_or(0);
-      if (p.role == LogicalTensor::TokenEmbedding && !spec.config.tied_embeddings) {
-        bytes += full / static_cast<uint64_t>(p.shape[0]);
-      } else {
-        bytes += full;
-      }
+  for (const auto& p : m.params) {
+    const uint64_t full = dtype_bytes(p.compute_dtype, static_cast<uint64_t>(p.shape.numel())).value_or(0);
+    if (p.role == LogicalTensor::TokenEmbedding && !spec.config.tied_embeddings) {
+      bytes += full / static_cast<uint64_t>(p.shape[0]);
+    } else {
+      bytes += full;
     }
   }
   return bytes;
 }
 
-// KV-cache bytes attention reads while decoding tokens at positions [first, first + count): at
-// position p each layer reads p + 1 rows of K and of V (f32).
+// KV-cache bytes one layer's attention reads while decoding tokens at positions [first, first +
+// count): at position p it reads p + 1 rows of K and of V (f32).
 uint64_t kv_bytes_read(const ModelConfig& c, int64_t first, int64_t count) {
   const auto row = static_cast<uint64_t>(c.n_kv_head) * static_cast<uint64_t>(c.head_dim) * sizeof(float);
   uint64_t rows = 0;
   for (int64_t p = first; p < first + count; ++p) rows += static_cast<uint64_t>(p + 1);
-  return rows * row * 2 * static_cast<uint64_t>(c.n_layer);
+  return rows * row * 2;
+}
+
+// What the decode steps read, per device of the plan (weights, then weights + KV cache).
+struct DecodeReads {
+  std::vector<uint64_t> weights;  // per token
+  std::vector<uint64_t> total;    // over all decoded tokens
+};
+
+DecodeReads decode_reads(const Plan& plan, const ModelSpec& spec, int64_t first, int64_t count) {
+  DecodeReads r;
+  r.weights.assign(plan.devices.size(), 0);
+  r.total.assign(plan.devices.size(), 0);
+  const uint64_t kv_per_layer = kv_bytes_read(spec.config, first, count);
+  for (size_t i = 0; i < spec.modules.size(); ++i) {
+    const ModuleSpec& m = spec.modules[i];
+    const auto d = static_cast<size_t>(plan.device_index_of(m.name));
+    const uint64_t w = weight_bytes_per_token(spec, m);
+    r.weights[d] += w;
+    r.total[d] += w * static_cast<uint64_t>(count) + (plan.units.at(i).kind == UnitKind::Layer ? kv_per_layer : 0);
+  }
+  return r;
 }
 
 double seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
@@ -68,8 +89,9 @@ double median(std::vector<double> v) {
 struct Rep {
   double prompt_s = 0;
   double decode_s = 0;
-  double machine_bw = 0;  // measured right after this repetition
-  double fraction = 0;    // achieved / machine_bw
+  std::vector<double> device_bw;  // each device's read bandwidth, measured right after this repetition
+  double ceiling_s = 0;           // the decode time at those bandwidths
+  double fraction = 0;            // ceiling_s / decode_s
 };
 
 int run_bench(BenchArgs a) {
@@ -85,12 +107,15 @@ int run_bench(BenchArgs a) {
   std::vector<int32_t> prompt(static_cast<size_t>(a.prompt_tokens));
   for (auto& id : prompt) id = pick(rng);
 
-  const uint64_t weight_bytes = weight_bytes_per_token(model->ckpt.spec);
   // Decode reads positions prompt_tokens .. prompt_tokens + gen_tokens - 1.
-  const uint64_t decode_bytes = weight_bytes * static_cast<uint64_t>(a.gen_tokens) +
-                                kv_bytes_read(model->ckpt.config(), a.prompt_tokens, a.gen_tokens);
-  // The probe, with as many threads as the run used.
-  ThreadPool probe_pool(threads);
+  const DecodeReads reads = decode_reads(model->plan, model->ckpt.spec, a.prompt_tokens, a.gen_tokens);
+  uint64_t weight_bytes = 0, decode_bytes = 0;
+  for (size_t d = 0; d < reads.total.size(); ++d) {
+    weight_bytes += reads.weights[d];
+    decode_bytes += reads.total[d];
+  }
+  std::vector<Device*> plan_devices;
+  for (const auto& d : model->plan.devices) plan_devices.push_back(&model->devices->get(d.device.id));
   std::vector<Rep> reps;
   for (int rep = 0; rep < a.reps; ++rep) {
     auto session = model->new_session();
@@ -106,17 +131,26 @@ int run_bench(BenchArgs a) {
     Rep r;
     r.prompt_s = seconds(t0, t1);
     r.decode_s = seconds(t1, t2);
-    r.machine_bw = kernels::measure_read_bandwidth(probe_pool);
-    r.fraction = static_cast<double>(decode_bytes) / r.decode_s / r.machine_bw;
+    for (size_t d = 0; d < plan_devices.size(); ++d) {
+      if (reads.total[d] == 0) {
+        r.device_bw.push_back(0);
+        continue;
+      }
+      r.device_bw.push_back(measure_read_bandwidth(*plan_devices[d]));
+      r.ceiling_s += static_cast<double>(reads.total[d]) / r.device_bw.back();
+    }
+    r.fraction = r.ceiling_s / r.decode_s;
     reps.push_back(r);
   }
 
   std::vector<double> fractions, decode_tps, machine_bws;
+  std::vector<std::vector<double>> device_bws(plan_devices.size());
   double best_prompt = 1e30, best_decode = 1e30;
   for (const Rep& r : reps) {
     fractions.push_back(r.fraction);
     decode_tps.push_back(a.gen_tokens / r.decode_s);
-    machine_bws.push_back(r.machine_bw);
+    machine_bws.push_back(static_cast<double>(decode_bytes) / r.ceiling_s);  // the devices' bandwidth, combined
+    for (size_t d = 0; d < plan_devices.size(); ++d) device_bws[d].push_back(r.device_bw[d]);
     best_prompt = std::min(best_prompt, r.prompt_s);
     best_decode = std::min(best_decode, r.decode_s);
   }
@@ -144,13 +178,17 @@ int run_bench(BenchArgs a) {
     j["read_bytes_per_token"] = bytes_per_token;
     j["achieved_read_bandwidth"] = bytes_per_token * decode_tps_best;
     j["machine_read_bandwidth"] = machine_bw;
+    for (size_t d = 0; d < plan_devices.size(); ++d) {
+      j["device_read_bandwidth"][plan_devices[d]->name()] = median(device_bws[d]);
+      j["device_read_bytes_per_token"][plan_devices[d]->name()] = static_cast<double>(reads.total[d]) / a.gen_tokens;
+    }
     j["bandwidth_fraction"] = fraction;
     j["bandwidth_fraction_min"] = fraction_min;
     j["bandwidth_fraction_max"] = fraction_max;
     nlohmann::json per_rep = nlohmann::json::array();
     for (const Rep& r : reps) {
       per_rep.push_back({{"decode_tokens_per_s", a.gen_tokens / r.decode_s},
-                         {"machine_read_bandwidth", r.machine_bw},
+                         {"machine_read_bandwidth", static_cast<double>(decode_bytes) / r.ceiling_s},
                          {"bandwidth_fraction", r.fraction}});
     }
     j["reps"] = per_rep;
@@ -165,8 +203,19 @@ int run_bench(BenchArgs a) {
   fmt::print("read per token          {} weights + {} KV cache (mean)\n", format_bytes(weight_bytes),
              format_bytes(static_cast<size_t>(bytes_per_token) - weight_bytes));
   fmt::print("achieved read bandwidth {:.2f} GB/s (best repetition)\n", bytes_per_token * decode_tps_best / 1e9);
-  fmt::print("machine read bandwidth  {:.2f} GB/s (median; measured after each repetition, {} threads)\n",
-             machine_bw / 1e9, threads);
+  for (size_t d = 0; d < plan_devices.size(); ++d) {
+    if (reads.total[d] == 0) continue;
+    fmt::print("{:<24}{:.2f} GB/s read bandwidth (median; measured after each repetition{}), {} per token\n",
+               plan_devices[d]->name(), median(device_bws[d]) / 1e9,
+               plan_devices[d]->id().type == DeviceType::Cpu ? fmt::format(", {} threads", plan_devices[d]->threads())
+                                                             : std::string(", on the device"),
+               format_bytes(static_cast<size_t>(static_cast<double>(reads.total[d]) / a.gen_tokens)));
+  }
+  if (plan_devices.size() > 1) {
+    fmt::print(
+        "combined bandwidth      {:.2f} GB/s (median: the bytes over the time each device needs for its share)\n",
+        machine_bw / 1e9);
+  }
   fmt::print(
       "fraction of bandwidth   {:.1f}% (median of {} repetitions, each against the probe run right after "
       "it; range {:.1f}-{:.1f}%)\n",

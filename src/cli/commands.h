@@ -17,5 +17,6 @@ Runner add_plan(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
 Runner add_template(CLI::App& app);
 Runner add_chat(CLI::App& app);
+Runner add_devices(CLI::App& app);
 
 }  // namespace ferry::cli

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   runners["tokenize"] = ferry::cli::add_tokenize(app);
   runners["template"] = ferry::cli::add_template(app);
   runners["chat"] = ferry::cli::add_chat(app);
+  runners["devices"] = ferry::cli::add_devices(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

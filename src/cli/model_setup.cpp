@@ -48,7 +48,9 @@ void PlacementOptions::add_to(CLI::App& cmd) {
 }
 
 std::vector<DeviceSpec> PlacementOptions::device_specs() const {
-  return devices.empty() ? default_devices() : parse_device_list(devices);
+  std::vector<DeviceSpec> specs = devices.empty() ? default_devices() : parse_device_list(devices);
+  resolve_default_budgets(specs);  // a GPU without a budget plans with its real free memory
+  return specs;
 }
 
 Plan plan_for(const ModelSpec& spec, const PlacementOptions& o, const RunLimits& limits) {

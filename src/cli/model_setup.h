@@ -29,7 +29,8 @@ struct PlacementOptions {
   int64_t prefill_chunk = 512;
 
   void add_to(CLI::App& cmd);
-  // The devices asked for (not with --plan, whose devices are in the file).
+  // The devices asked for (not with --plan, whose devices are in the file), GPUs without a budget
+  // given their free memory less a reserve (resolve_default_budgets).
   std::vector<DeviceSpec> device_specs() const;
 };
 

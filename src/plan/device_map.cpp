@@ -94,7 +94,7 @@ int resolve_device(const nlohmann::json& value, const std::string& key, const st
     fail(ErrorKind::Unsupported, "{}: \"{}\": \"{}\" offload is not supported by ferry; give it a device ({})", source,
          key, name, device_list(devices));
   }
-  if (name == "cpu" || name == "cuda") {
+  if (name == "cpu" || name == "cuda" || name == "vulkan") {
     int found = -1;
     for (size_t i = 0; i < devices.size(); ++i) {
       if (devices[i].id.str().rfind(name + ":", 0) != 0) continue;
@@ -267,7 +267,8 @@ nlohmann::ordered_json export_device_map(const Plan& plan, const ModelSpec& spec
     const int d = plan.device_index_of(m.name);
     const DeviceId& id = plan.devices.at(static_cast<size_t>(d)).device.id;
     for (const auto& path : unit_paths(spec.config, m.name)) {
-      if (id.type == DeviceType::Cuda) {
+      // accelerate numbers GPUs by ordinal: a Vulkan device (and each of its partitions) is its GPU's.
+      if (id.type == DeviceType::Cuda || id.type == DeviceType::Vulkan) {
         map[path] = id.index;
       } else {
         map[path] = "cpu";

@@ -31,7 +31,8 @@ std::vector<std::optional<int>> pins_from_device_map(const nlohmann::json& map, 
 // grouped by prefix, with the assignment `suggestion` (a plan of the rest) would give them.
 void require_complete(const std::vector<std::optional<int>>& pins, const ModelSpec& spec, const Plan& suggestion);
 
-// accelerate's device_map for `plan`: every unit's paths -> CUDA ordinal (cuda:N) or "cpu".
+// accelerate's device_map for `plan`: every unit's paths -> GPU ordinal (cuda:N, vulkan:N and its
+// partitions vulkan:N.K) or "cpu".
 nlohmann::ordered_json export_device_map(const Plan& plan, const ModelSpec& spec);
 
 }  // namespace ferry
