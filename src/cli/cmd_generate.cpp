@@ -123,6 +123,7 @@ int run_generate(const GenerateArgs& a) {
                                 {"planned_weight_bytes", u.planned_weight_bytes},
                                 {"planned_kv_bytes", u.planned_kv_bytes},
                                 {"planned_workspace_bytes", u.planned_workspace_bytes},
+                                {"allocated_bytes", u.allocated_bytes},
                                 {"copies", u.copies},
                                 {"bytes_copied", u.bytes_copied}});
     }

@@ -216,6 +216,7 @@ std::vector<DeviceUsage> device_usage(const LoadedModel& model, const Session& s
     u.planned_kv_bytes = dp.kv_bytes;
     u.planned_workspace_bytes = dp.workspace_bytes;
     u.peak_bytes = session.peak_bytes(u.name);
+    u.allocated_bytes = model.devices->get(dp.device.id).allocated_bytes();
     for (const auto& e : stats.edges) {
       if (e.to == u.name && e.from != "host") {
         u.copies++;
@@ -229,15 +230,17 @@ std::vector<DeviceUsage> device_usage(const LoadedModel& model, const Session& s
 
 std::string device_report(const LoadedModel& model, const Session& session, int decoded_tokens) {
   // Each figure measured, then as planned.
-  std::string out = fmt::format("  {:<8} {:>23} {:>23} {:>23} {:>23}\n", "device", "weights (plan)", "KV cache (plan)",
-                                "workspace (plan)", "peak (plan)");
+  // "allocated": what the device's backend holds from its driver, padding included.
+  std::string out = fmt::format("  {:<10} {:>23} {:>23} {:>23} {:>23} {:>11}\n", "device", "weights (plan)",
+                                "KV cache (plan)", "workspace (plan)", "peak (plan)", "allocated");
   const auto pair = [](uint64_t measured, uint64_t planned) {
     return fmt::format("{} ({})", format_bytes(measured), format_bytes(planned));
   };
   for (const DeviceUsage& u : device_usage(model, session)) {
-    out += fmt::format("  {:<8} {:>23} {:>23} {:>23} {:>23}\n", u.name, pair(u.weight_bytes, u.planned_weight_bytes),
-                       pair(u.kv_bytes, u.planned_kv_bytes), pair(u.workspace_bytes, u.planned_workspace_bytes),
-                       pair(u.peak_bytes, u.planned_bytes));
+    out += fmt::format("  {:<10} {:>23} {:>23} {:>23} {:>23} {:>11}\n", u.name,
+                       pair(u.weight_bytes, u.planned_weight_bytes), pair(u.kv_bytes, u.planned_kv_bytes),
+                       pair(u.workspace_bytes, u.planned_workspace_bytes), pair(u.peak_bytes, u.planned_bytes),
+                       format_bytes(u.allocated_bytes));
   }
   const RunStats& stats = session.last_stats();
   out += fmt::format("  {} step: {} copies between devices, {} moved{}\n", decoded_tokens > 0 ? "last decode" : "last",

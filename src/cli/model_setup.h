@@ -87,8 +87,9 @@ struct DeviceUsage {
   uint64_t planned_weight_bytes = 0;
   uint64_t planned_kv_bytes = 0;
   uint64_t planned_workspace_bytes = 0;
-  size_t copies = 0;          // into this device, last step
-  uint64_t bytes_copied = 0;  // into this device, last step
+  uint64_t allocated_bytes = 0;  // what the device's backend holds now, its driver's padding included
+  size_t copies = 0;             // into this device, last step
+  uint64_t bytes_copied = 0;     // into this device, last step
 };
 std::vector<DeviceUsage> device_usage(const LoadedModel& model, const Session& session);
 

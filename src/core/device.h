@@ -130,6 +130,10 @@ class Device {
   virtual bool host_addressable() const = 0;
   virtual DeviceMemory memory() const = 0;
   virtual int threads() const = 0;  // worker threads computing for this device
+  // Bytes this device's backend holds for its live allocations, with the driver's own padding and
+  // alignment: at least what the budget is charged. The backends that allocate exactly what they
+  // are asked report the allocator's live bytes.
+  virtual uint64_t allocated_bytes() const { return allocator().live(); }
   // Whether the device's kernels run `op` with these input dtypes (asked by the scheduler).
   virtual bool supports(Op op, std::span<const DType> input_dtypes) const = 0;
   // Prepares a split for repeated runs. Every tensor is on this device.

@@ -1,6 +1,7 @@
 // Every text golden and the GLM-4V goldens on Vulkan: on vulkan:0 alone, and split over two
 // partitions of it and a CPU device (vulkan:0.0, vulkan:0.1, cpu:0) as every placement strategy
 // plans it. Greedy ids identical, logits within the cases' tolerances, as on the CPU.
+#if FERRY_HAVE_VULKAN  // without the backend, test_vulkan_cli.cpp says why the suite skips
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -154,3 +155,5 @@ TEST_F(VulkanGoldens, Glm4vAgainstThudmOriginalCode) {
 
 }  // namespace
 }  // namespace ferry
+
+#endif  // FERRY_HAVE_VULKAN

@@ -1,6 +1,7 @@
 // Every op on a Vulkan device against the CPU backend, at shapes that are not multiples of the
 // workgroup or tile sizes, for every weight dtype, through mapped memory and through staging.
 // Without a Vulkan device the suite skips, saying why; with FERRY_REQUIRE_VULKAN=1 (CI) that fails.
+#if FERRY_HAVE_VULKAN  // without the backend, test_vulkan_cli.cpp says why the suite skips
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -267,5 +268,31 @@ TEST_P(VulkanOps, LayoutOpsOnAnyDtype) {
 INSTANTIATE_TEST_SUITE_P(MappedAndStaged, VulkanOps, ::testing::Values(true, false),
                          [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Mapped" : "Staged"; });
 
+// The validation run is worth something only if the layer is on and what it reports fails a test:
+// an invalid call (a buffer with no usage flags, VUID-VkBufferCreateInfo-usage-requiredbitmask)
+// must reach the count TearDown checks.
+class VulkanValidation : public ferry::testing::VulkanTest<::testing::Test> {};
+
+TEST_F(VulkanValidation, TheLayerIsOnAndItsMessagesAreCounted) {
+  if (no_device()) return;
+  const char* flag = std::getenv("FERRY_VULKAN_VALIDATION");
+  if (flag == nullptr || std::string(flag) != "1") GTEST_SKIP() << "runs in the vulkan_validation CTest run";
+  ASSERT_TRUE(vulkan::Instance::get()->validation());
+  vulkan::VulkanDevice device(DeviceId::parse("vulkan:0"), Allocator::kUnlimited);
+  const uint64_t before = vulkan::validation_messages();
+  VkBufferCreateInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  info.size = 256;
+  info.usage = 0;  // invalid: at least one usage bit is required
+  VkBuffer buffer = VK_NULL_HANDLE;
+  if (vkCreateBuffer(device.handle(), &info, nullptr, &buffer) == VK_SUCCESS) {
+    vkDestroyBuffer(device.handle(), buffer, nullptr);
+  }
+  EXPECT_GT(vulkan::validation_messages(), before);
+  accept_validation_messages();
+}
+
 }  // namespace
 }  // namespace ferry
+
+#endif  // FERRY_HAVE_VULKAN

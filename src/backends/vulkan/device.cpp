@@ -474,6 +474,7 @@ Buffer* VulkanDevice::create_buffer(uint64_t bytes, uint32_t memory_type, bool m
   VkMemoryAllocateInfo alloc{};
   alloc.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
   alloc.allocationSize = req.size;
+  b->allocation_size = req.size;
   alloc.memoryTypeIndex = memory_type;
   if (vkAllocateMemory(device_, &alloc, nullptr, &b->memory) != VK_SUCCESS) {
     vkDestroyBuffer(device_, b->buffer, nullptr);
@@ -493,6 +494,7 @@ Buffer* VulkanDevice::create_host_buffer(uint64_t bytes) {
 
 void VulkanDevice::release(Buffer* b) {
   if (b == nullptr) return;
+  if (b->budgeted) allocated_bytes_.fetch_sub(b->allocation_size);
   if (b->mapped != nullptr) vkUnmapMemory(device_, b->memory);
   vkDestroyBuffer(device_, b->buffer, nullptr);
   vkFreeMemory(device_, b->memory, nullptr);
@@ -500,7 +502,12 @@ void VulkanDevice::release(Buffer* b) {
 }
 
 void* VulkanDevice::allocate_memory(size_t bytes) {
-  return create_buffer(bytes, device_memory_type_, device_memory_mapped_);
+  Buffer* b = create_buffer(bytes, device_memory_type_, device_memory_mapped_);
+  if (b != nullptr) {
+    b->budgeted = true;
+    allocated_bytes_.fetch_add(b->allocation_size);
+  }
+  return b;
 }
 
 void VulkanDevice::free_memory(void* address, size_t) {

@@ -7,6 +7,7 @@
 
 #include <vulkan/vulkan.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,7 +27,9 @@ struct Buffer {
   VkBuffer buffer = VK_NULL_HANDLE;
   VkDeviceMemory memory = VK_NULL_HANDLE;
   uint64_t size = 0;
-  void* mapped = nullptr;  // host view of the memory when the memory type is host-visible and mapping is on
+  void* mapped = nullptr;        // host view of the memory when the memory type is host-visible and mapping is on
+  uint64_t allocation_size = 0;  // what the driver allocated for it (its memory requirements)
+  bool budgeted = false;         // device memory charged against the budget (allocated_bytes counts it)
 };
 
 struct DeviceOptions {
@@ -51,6 +54,7 @@ class VulkanDevice final : public Device {
   bool host_addressable() const override { return false; }
   DeviceMemory memory() const override;
   int threads() const override { return 1; }
+  uint64_t allocated_bytes() const override { return allocated_bytes_.load(); }
   bool supports(Op op, std::span<const DType> input_dtypes) const override;
   std::unique_ptr<Program> compile(std::span<const BoundOp> ops) override;
   void run(Program& program) override;
@@ -102,7 +106,8 @@ class VulkanDevice final : public Device {
   std::map<std::string, std::pair<VkShaderModule, VkPipeline>, std::less<>> pipelines_;
   Buffer* dummy_ = nullptr;
   Buffer* staging_ = nullptr;
-  Stream stream_;  // declared last: its thread stops before the rest goes
+  std::atomic<uint64_t> allocated_bytes_{0};  // the driver's sizes of the budgeted buffers
+  Stream stream_;                             // declared last: its thread stops before the rest goes
 };
 
 // A device for spec (the registry's factory): without a budget, default_budget of its free memory.
