@@ -95,8 +95,8 @@ DeviceListing list_devices() {
     d.name = cpus.size() > 1 ? fmt::format("{} (NUMA node {})", cpu_model_name(), s.id.index) : cpu_model_name();
     d.kind = "cpu";
     d.total_bytes = s.budget != Allocator::kUnlimited ? s.budget : meminfo_bytes("MemTotal:");
-    if (cpus.size() == 1) {  // the machine's available memory is this device's
-      d.free_bytes = meminfo_bytes("MemAvailable:");
+    if (cpus.size() == 1) {  // the machine's available memory is this device's, up to its size
+      d.free_bytes = std::min(meminfo_bytes("MemAvailable:"), d.total_bytes);
       d.free_measured = d.free_bytes > 0;
     }
     d.default_budget = s.budget;

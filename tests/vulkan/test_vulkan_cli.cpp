@@ -183,5 +183,39 @@ TEST_F(VulkanCli, AGpuThatIsNotThereIsAClearError) {
   }
 }
 
+// A machine without a Vulkan driver (the loader pointed at a driver file that does not exist): CPU
+// devices run as before, `ferry devices` says why there is no GPU, and asking for one says what to
+// install. Needs no device, so it runs everywhere the binary does.
+TEST(VulkanCliWithoutADriver, CpuRunsAndAskingForAGpuSaysWhatIsMissing) {
+  struct HiddenDrivers {
+    HiddenDrivers() {
+      setenv("VK_ICD_FILENAMES", "/nonexistent/ferry-no-driver.json", 1);  // loaders before 1.3.207
+      setenv("VK_DRIVER_FILES", "/nonexistent/ferry-no-driver.json", 1);
+    }
+    ~HiddenDrivers() {
+      unsetenv("VK_ICD_FILENAMES");
+      unsetenv("VK_DRIVER_FILES");
+    }
+  } hidden;
+  const std::string model = qwen2_prompt().model;
+  const CliRun cpu = run_ferry("generate -q --model " + model + " --prompt-ids 1,2 -n 2 --devices cpu:0");
+  EXPECT_EQ(cpu.exit_code, 0) << cpu.err;
+  const CliRun listed = run_ferry("devices --json");
+  ASSERT_EQ(listed.exit_code, 0) << listed.err;
+  const auto j = nlohmann::json::parse(listed.out);
+  for (const auto& d : j["devices"]) EXPECT_EQ(d["id"].get<std::string>().rfind("vulkan:", 0), std::string::npos);
+  ASSERT_EQ(j["unavailable"].size(), 1u) << listed.out;
+  const std::string why = j["unavailable"][0];
+  EXPECT_NE(why.find("vulkan"), std::string::npos) << why;
+  for (const std::string devices : {"vulkan:0", "vulkan:0=1GiB,cpu:0"}) {
+    const CliRun r = run_ferry("generate -q --model " + model + " --prompt-ids 1,2 -n 2 --devices " + devices);
+    EXPECT_EQ(r.exit_code, 1) << devices;
+    // The build without the backend says to install the headers; one without a driver, Mesa's.
+    EXPECT_TRUE(r.err.find("mesa-vulkan-drivers") != std::string::npos ||
+                r.err.find("libvulkan-dev") != std::string::npos)
+        << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace ferry
