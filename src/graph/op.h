@@ -3,8 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <variant>
+
+#include "core/dtype.h"
 
 namespace ferry {
 
@@ -66,6 +69,11 @@ enum class Op : uint8_t {
 };
 
 std::string_view op_name(Op op);
+
+// Whether `input_dtypes` meet the op's contract above (the optional inputs included), given the
+// weight dtypes the backend's matmul and embedding read: what every backend's supports() starts
+// from before adding limits of its own.
+bool op_accepts(Op op, std::span<const DType> input_dtypes, bool (*reads_weight_type)(DType));
 
 enum class RopeStyle : uint8_t {
   Adjacent,   // pairs (2i, 2i+1): GGUF llama (permuted rows), ChatGLM, GLM-4

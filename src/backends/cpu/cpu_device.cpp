@@ -60,9 +60,6 @@ void run_node(const Node& node, const std::vector<Tensor*>& inputs, Tensor& out,
 }
 
 bool supports_node(Op op, std::span<const DType> d) {
-  if (op == Op::Attention && d.size() == kAttentionWithPosition) {
-    return d.back() == DType::I32 && kernels::supports(op, std::vector<DType>(d.begin(), d.end() - 1));
-  }
   return kernels::supports(op, std::vector<DType>(d.begin(), d.end()));
 }
 

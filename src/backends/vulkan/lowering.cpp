@@ -34,9 +34,6 @@ uint32_t weight_code(DType t) {
 bool is_weight_type(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
 }
-bool is_float(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
-}
 
 uint32_t u32(int64_t v, std::string_view what) {
   if (v < 0 || v > static_cast<int64_t>(UINT32_MAX / 2)) {
@@ -393,58 +390,7 @@ std::vector<Step> lower(const BoundOp& op) {
 }
 
 bool supports(Op op, std::span<const DType> d) {
-  const auto all_f32 = [&](size_t n) {
-    if (d.size() != n) return false;
-    for (DType t : d) {
-      if (t != DType::F32) return false;
-    }
-    return true;
-  };
-  switch (op) {
-    case Op::Embedding:
-      return d.size() == 2 && is_weight_type(d[0]) && d[1] == DType::I32;
-    case Op::MatMul:
-      return (d.size() == 2 || d.size() == 3) && d[0] == DType::F32 && is_weight_type(d[1]) &&
-             (d.size() == 2 || is_float(d[2]));
-    case Op::Add:
-    case Op::Mul:
-      return all_f32(2);
-    case Op::Scale:
-    case Op::Silu:
-    case Op::Gelu:
-    case Op::GeluTanh:
-    case Op::Softmax:
-    case Op::Patchify:
-      return all_f32(1);
-    case Op::RmsNorm:
-      return d.size() == 2 && d[0] == DType::F32 && is_float(d[1]);
-    case Op::LayerNorm:
-      return (d.size() == 2 || d.size() == 3) && d[0] == DType::F32 && is_float(d[1]) &&
-             (d.size() == 2 || is_float(d[2]));
-    case Op::Rope:
-      return d.size() == 2 && d[0] == DType::F32 && d[1] == DType::I32;
-    case Op::Attention:
-      // The optional sixth input is the KV write position.
-      if (d.size() == 6) return d[5] == DType::I32 && supports(op, d.first(5));
-      return all_f32(5);
-    case Op::BlockAttention:
-      return all_f32(3);
-    case Op::SwiGlu:
-      return all_f32(1) || all_f32(2);
-    case Op::Concat:
-      if (d.empty()) return false;
-      for (DType t : d) {
-        if (t != d[0]) return false;
-      }
-      return true;
-    case Op::Slice:
-    case Op::Copy:
-    case Op::Reshape:
-      return d.size() == 1 && d[0] != DType::Count;
-    case Op::Count:
-      break;
-  }
-  return false;
+  return op_accepts(op, d, is_weight_type);
 }
 
 }  // namespace ferry::vulkan

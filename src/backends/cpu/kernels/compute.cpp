@@ -27,9 +27,6 @@ const P& params_as(Op op, const OpParams& params) {
 bool is_weight_type(DType t) {
   return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
 }
-bool is_float(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16;
-}
 
 }  // namespace
 
@@ -108,58 +105,8 @@ void compute(Op op, const OpParams& params, const std::vector<Tensor*>& inputs, 
   fail(ErrorKind::Unsupported, "op #{} is not an op the CPU backend knows", static_cast<int>(op));
 }
 
-bool supports(Op op, const std::vector<DType>& d) {
-  const auto all_f32 = [&](size_t n) {
-    if (d.size() != n) return false;
-    for (DType t : d) {
-      if (t != DType::F32) return false;
-    }
-    return true;
-  };
-  switch (op) {
-    case Op::Embedding:
-      return d.size() == 2 && is_weight_type(d[0]) && d[1] == DType::I32;
-    case Op::MatMul:
-      return (d.size() == 2 || d.size() == 3) && d[0] == DType::F32 && is_weight_type(d[1]) &&
-             (d.size() == 2 || is_float(d[2]));
-    case Op::Add:
-    case Op::Mul:
-      return all_f32(2);
-    case Op::Scale:
-    case Op::Silu:
-    case Op::Gelu:
-    case Op::GeluTanh:
-    case Op::Softmax:
-      return all_f32(1);
-    case Op::RmsNorm:
-      return d.size() == 2 && d[0] == DType::F32 && is_float(d[1]);
-    case Op::LayerNorm:
-      return (d.size() == 2 || d.size() == 3) && d[0] == DType::F32 && is_float(d[1]) &&
-             (d.size() == 2 || is_float(d[2]));
-    case Op::Rope:
-      return d.size() == 2 && d[0] == DType::F32 && d[1] == DType::I32;
-    case Op::Attention:
-      return all_f32(5);
-    case Op::SwiGlu:
-      return all_f32(1) || all_f32(2);
-    case Op::Concat:
-      if (d.empty()) return false;
-      for (DType t : d) {
-        if (t != d[0]) return false;
-      }
-      return true;
-    case Op::Slice:
-    case Op::Copy:
-    case Op::Reshape:
-      return d.size() == 1 && d[0] != DType::Count;
-    case Op::Patchify:
-      return all_f32(1);
-    case Op::BlockAttention:
-      return all_f32(3);
-    case Op::Count:
-      break;
-  }
-  return false;
+bool supports(Op op, const std::vector<DType>& input_dtypes) {
+  return op_accepts(op, input_dtypes, is_weight_type);
 }
 
 }  // namespace ferry::kernels
