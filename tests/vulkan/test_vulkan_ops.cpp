@@ -285,8 +285,8 @@ TEST_F(VulkanValidation, TheLayerIsOnAndItsMessagesAreCounted) {
   info.size = 256;
   info.usage = 0;  // invalid: at least one usage bit is required
   VkBuffer buffer = VK_NULL_HANDLE;
-  if (vkCreateBuffer(device.handle(), &info, nullptr, &buffer) == VK_SUCCESS) {
-    vkDestroyBuffer(device.handle(), buffer, nullptr);
+  if (vulkan::vkCreateBuffer(device.handle(), &info, nullptr, &buffer) == VK_SUCCESS) {
+    vulkan::vkDestroyBuffer(device.handle(), buffer, nullptr);
   }
   EXPECT_GT(vulkan::validation_messages(), before);
   accept_validation_messages();

@@ -22,6 +22,11 @@ inline bool vulkan_required() {
   return v != nullptr && std::string(v) == "1";
 }
 
+// Whether this build lacks the Vulkan backend altogether.
+constexpr bool missing_backend() {
+  return !FERRY_HAVE_VULKAN;
+}
+
 // Empty when this machine has a Vulkan device; else why not.
 inline std::string missing_vulkan() {
 #if FERRY_HAVE_VULKAN

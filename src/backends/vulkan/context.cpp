@@ -167,6 +167,7 @@ std::shared_ptr<Instance> Instance::get() {
 }
 
 Instance::Instance() {
+  load_global_functions();
   VkApplicationInfo app{};
   app.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO;
   app.pApplicationName = "ferry";
@@ -200,6 +201,12 @@ Instance::Instance() {
          static_cast<int>(made));
   }
   check(made, "vkCreateInstance");
+  try {
+    load_instance_functions(instance_);
+  } catch (...) {
+    if (vkDestroyInstance != nullptr) vkDestroyInstance(instance_, nullptr);
+    throw;
+  }
 
   if (validate) {
     VkDebugUtilsMessengerCreateInfoEXT info{};

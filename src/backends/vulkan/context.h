@@ -3,13 +3,13 @@
 // Khronos validation layer is enabled and every message it reports is printed and counted.
 #pragma once
 
-#include <vulkan/vulkan.h>
-
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "backends/vulkan/vk.h"
 
 namespace ferry::vulkan {
 

@@ -5,8 +5,6 @@
 // and submits command buffers and waits for them, so the host thread goes on at once.
 #pragma once
 
-#include <vulkan/vulkan.h>
-
 #include <atomic>
 #include <map>
 #include <memory>
