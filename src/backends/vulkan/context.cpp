@@ -185,10 +185,19 @@ Instance::Instance() {
     }
     layers.push_back("VK_LAYER_KHRONOS_validation");
     extensions.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    extensions.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
   }
+  // Synchronization validation too: a missing barrier between steps that share memory is a hazard
+  // it reports, where the API checks alone see nothing wrong.
+  const VkValidationFeatureEnableEXT enabled_features[] = {VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT};
+  VkValidationFeaturesEXT features{};
+  features.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT;
+  features.enabledValidationFeatureCount = 1;
+  features.pEnabledValidationFeatures = enabled_features;
   VkInstanceCreateInfo create{};
   create.sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO;
   create.pApplicationInfo = &app;
+  if (validate) create.pNext = &features;
   create.enabledLayerCount = static_cast<uint32_t>(layers.size());
   create.ppEnabledLayerNames = layers.data();
   create.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
