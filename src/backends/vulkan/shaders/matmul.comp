@@ -69,11 +69,12 @@ void main() {
       }
     }
   }
-  for (uint r = 0u; r < kRows; ++r) partial[r][t] = acc[r];
+  // Only the rows this group has (1 when decoding): `rows` is the same for the whole workgroup.
+  for (uint r = 0u; r < rows; ++r) partial[r][t] = acc[r];
   barrier();
   for (uint s = 32u; s > 0u; s >>= 1) {
     if (t < s) {
-      for (uint r = 0u; r < kRows; ++r) partial[r][t] += partial[r][t + s];
+      for (uint r = 0u; r < rows; ++r) partial[r][t] += partial[r][t + s];
     }
     barrier();
   }
