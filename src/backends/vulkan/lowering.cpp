@@ -297,8 +297,14 @@ std::vector<Step> lower(const BoundOp& op) {
       const int64_t M = x.shape().rows();
       expect(w.rank() == 2 && w.dim(1) == K && out.numel() == M * w.dim(0), op, "x, w and y do not match");
       if (in.size() > 2) expect(in[2]->numel() == w.dim(0), op, "the bias does not match w's rows");
-      constexpr int64_t kRows = 8;  // rows of x per workgroup (shaders/matmul.comp)
-      Dispatch d = make("matmul");
+      // A group's tile (shaders/matmul.glsl): 8 rows of x by one weight row for long steps; one
+      // row of x by 8 weight rows when there are fewer rows than that (decode), so a group still
+      // computes eight outputs and reads x once for them.
+      constexpr int64_t kTile = 8;
+      const bool long_step = M >= kTile;
+      const int64_t rows_per_group = long_step ? kTile : 1;
+      const int64_t cols_per_group = long_step ? 1 : kTile;
+      Dispatch d = make(long_step ? "matmul_rows" : "matmul_cols");
       d.tensors = {&x, &w, in.size() > 2 ? in[2] : &x, &out};
       d.params[0] = u32(M, "rows");
       d.params[1] = u32(w.dim(0), "columns");
@@ -306,7 +312,8 @@ std::vector<Step> lower(const BoundOp& op) {
       d.params[3] = weight_code(w.dtype());
       d.params[5] = in.size() > 2 ? 1 : 0;
       d.params[6] = in.size() > 2 ? weight_code(in[2]->dtype()) : 0;
-      d.groups = static_cast<uint64_t>(w.dim(0)) * static_cast<uint64_t>((M + kRows - 1) / kRows);
+      d.groups = static_cast<uint64_t>((w.dim(0) + cols_per_group - 1) / cols_per_group) *
+                 static_cast<uint64_t>((M + rows_per_group - 1) / rows_per_group);
       return {d};
     }
     case Op::Add:
