@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "core/edit_distance.h"
 #include "core/error.h"
 
 namespace ferry {
@@ -46,21 +47,6 @@ bool covers(const std::string& prefix, const std::string& path) {
   if (prefix.empty()) return true;
   return path.size() >= prefix.size() && path.compare(0, prefix.size(), prefix) == 0 &&
          (path.size() == prefix.size() || path[prefix.size()] == '.');
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
 }
 
 std::string device_list(const std::vector<DeviceSpec>& devices) {

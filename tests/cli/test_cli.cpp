@@ -5,6 +5,8 @@
 
 #include <array>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "../engine/engine_fixture.h"
@@ -62,6 +64,50 @@ TEST(Cli, LogitsFileMatchesTheGolden) {
   const auto ref = testing::read_binary<float>(golden_case("glm4") + "/" + p["logits_file"].get<std::string>());
   ASSERT_EQ(ours.size(), ref.size());
   EXPECT_LE(testing::max_abs_diff(ours.data(), ref.data(), ref.size()), 1e-4f);
+}
+
+// `logits -o -` writes the floats to standard output (no file named "-").
+TEST(Cli, LogitsToStandardOutputMatchTheGolden) {
+  std::ifstream in(golden_case("glm4") + "/cases.json");
+  const auto cases = nlohmann::json::parse(in);
+  const auto& p = cases["prompts"][1];
+  const bool dash_before = std::filesystem::exists("-");
+  const CliRun r = ferry("logits -q --model " + golden_case("glm4") + "/hf --prompt-ids " +
+                         join_ids(p["prompt_ids"].get<std::vector<int32_t>>()) + " -o -");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(std::filesystem::exists("-"), dash_before);
+  const auto ref = testing::read_binary<float>(golden_case("glm4") + "/" + p["logits_file"].get<std::string>());
+  ASSERT_EQ(r.out.size(), ref.size() * sizeof(float));
+  std::vector<float> ours(ref.size());
+  std::memcpy(ours.data(), r.out.data(), r.out.size());
+  EXPECT_LE(testing::max_abs_diff(ours.data(), ref.data(), ref.size()), 1e-4f);
+}
+
+// A full disk is an error, not a success that wrote nothing.
+TEST(Cli, OutputThatCannotBeWrittenExitsNonZero) {
+  const std::string model = golden_case("qwen2") + "/model.gguf";
+  const CliRun json = ferry("inspect " + model + " --json >/dev/full");
+  EXPECT_EQ(json.exit_code, 1);
+  EXPECT_NE(json.err.find("could not write the output"), std::string::npos) << json.err;
+  const CliRun logits = ferry("logits -q --model " + model + " --prompt-ids 1,2 -o /dev/full");
+  EXPECT_EQ(logits.exit_code, 1);
+  EXPECT_NE(logits.err.find("/dev/full"), std::string::npos) << logits.err;
+}
+
+TEST(Cli, VersionAndMistypedCommands) {
+  const CliRun v = ferry("--version");
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  EXPECT_EQ(v.out.rfind("ferry ", 0), 0u) << v.out;
+  EXPECT_NE(v.out.find("backends: cpu"), std::string::npos) << v.out;
+  const CliRun typo = ferry("genrate --prompt-ids 1");
+  EXPECT_EQ(typo.exit_code, 1);
+  EXPECT_NE(typo.err.find("unknown command 'genrate' (did you mean 'generate'?)"), std::string::npos) << typo.err;
+  const CliRun devices = ferry("devics");
+  EXPECT_NE(devices.err.find("did you mean 'devices'?"), std::string::npos) << devices.err;
+  const CliRun far = ferry("xyzzyq");
+  EXPECT_EQ(far.exit_code, 1);
+  EXPECT_NE(far.err.find("unknown command 'xyzzyq'"), std::string::npos) << far.err;
+  EXPECT_EQ(far.err.find("did you mean"), std::string::npos) << far.err;
 }
 
 TEST(Cli, GenerateFromTextOnTwoDevicesPrintsThePlan) {
