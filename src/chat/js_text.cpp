@@ -482,8 +482,10 @@ double string_to_number(std::string_view text) {
   if (body == "Infinity") return sign * std::numeric_limits<double>::infinity();
   const size_t n = decimal_prefix(body);
   if (n == 0 || n != body.size()) return std::nan("");
-  std::string literal(body);
-  if (literal[0] == '.') literal.insert(0, "0");
+  // Built by appending: GCC 12's -Wrestrict misreads insert(0, ...) and "..." + string here.
+  std::string literal;
+  if (body.front() == '.') literal.push_back('0');
+  literal.append(body);
   return sign * parse_decimal(literal);
 }
 

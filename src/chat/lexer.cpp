@@ -435,7 +435,8 @@ class Lexer {
         std::string num = consume_while(is_digit_char);
         if (!num.empty() && at(pos_) == '.' && is_digit_char(at(pos_ + 1))) {
           ++pos_;
-          num += "." + consume_while(is_digit_char);
+          num += '.';  // two appends: GCC 12's -Wrestrict misreads "." + string
+          num += consume_while(is_digit_char);
         }
         const bool is_number = !num.empty();
         push(is_number ? TokenType::NumericLiteral : TokenType::UnaryOperator,
