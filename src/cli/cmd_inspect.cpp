@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/model_setup.h"
 #include "core/device.h"
 #include "engine/checkpoint.h"
 #include "engine/generator.h"
@@ -66,8 +67,8 @@ int run_inspect(const InspectArgs& a) {
   fmt::print("model         {}\n", a.path);
   fmt::print("format        {}\n", ck.is_gguf ? "GGUF" : "safetensors (Hugging Face directory)");
   fmt::print("architecture  {} (family {})\n", c.architecture, family_name(c.family));
-  fmt::print("parameters    {:.3f}M in {} tensors, {}\n", static_cast<double>(ck.spec.parameter_count()) / 1e6,
-             ck.tensors.all().size(), format_bytes(ck.weight_bytes()));
+  fmt::print("parameters    {} ({}) in {} tensors, {}\n", parameter_count_text(ck.spec.parameter_count()),
+             ck.spec.parameter_count(), ck.tensors.all().size(), format_bytes(ck.weight_bytes()));
   fmt::print("shape         {} layers, hidden {}, {} heads ({} kv heads) x {}, ffn {}, vocab {}\n", c.n_layer, c.hidden,
              c.n_head, c.n_kv_head, c.head_dim, c.ffn, c.vocab);
   fmt::print("rope          {} of {} dims, {}, base {}, scale {}\n", c.n_rot, c.head_dim, rope_style_name(c.rope_style),

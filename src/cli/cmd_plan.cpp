@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "cli/commands.h"
@@ -42,6 +43,10 @@ ModelSpec load_spec(const PlanArgs& a, const std::optional<DType>& dtype, std::o
     return ckpt->spec;
   }
   const std::optional<std::string> preset = preset_config(a.config);
+  if (!preset && !std::filesystem::is_regular_file(a.config)) {
+    fail(ErrorKind::Usage, "--config '{}' is neither a config.json file nor a preset; the presets are: {}", a.config,
+         preset_names());
+  }
   const nlohmann::json config =
       preset ? parse_json_text(*preset, "preset " + a.config) : read_json_file(a.config, ErrorKind::Config);
   const std::string source = preset ? "preset " + a.config : a.config;
@@ -120,10 +125,10 @@ int run_plan(const PlanArgs& a) {
     return 0;
   }
   const ModelConfig& c = spec.config;
-  fmt::print("model: {} ({}, {} layers{}, {:.2f}B parameters)\n", a.model.empty() ? a.config : a.model,
+  fmt::print("model: {} ({}, {} layers{}, {} parameters)\n", a.model.empty() ? a.config : a.model,
              c.architecture.empty() ? family_name(c.family) : c.architecture, c.n_layer,
              c.vision.present() ? fmt::format(", vision tower of {} layers", c.vision.n_layer) : std::string(),
-             static_cast<double>(spec.parameter_count()) / 1e9);
+             parameter_count_text(spec.parameter_count()));
   fmt::print("{}", plan.describe());
   if (!a.save.empty()) fmt::print("saved to {}\n", a.save);
   return 0;

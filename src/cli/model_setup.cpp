@@ -160,8 +160,8 @@ std::unique_ptr<LoadedModel> load_model(const RunOptions& o) {
   std::vector<DeviceSpec> specs;
   for (const auto& d : m->plan.devices) specs.push_back(d.device);
   if (!o.quiet) {
-    fmt::print(stderr, "model: {} ({}, {} layers, {:.1f}M parameters, {})\n", o.model, c.architecture, c.n_layer,
-               static_cast<double>(m->ckpt.spec.parameter_count()) / 1e6, format_bytes(m->ckpt.weight_bytes()));
+    fmt::print(stderr, "model: {} ({}, {} layers, {} parameters, {})\n", o.model, c.architecture, c.n_layer,
+               parameter_count_text(m->ckpt.spec.parameter_count()), format_bytes(m->ckpt.weight_bytes()));
     fmt::print(stderr, "{}", m->plan.describe());
   }
   m->devices = std::make_unique<DeviceSet>(specs, threads);
@@ -198,6 +198,17 @@ std::vector<int32_t> parse_id_list(const std::string& text) {
   }
   if (ids.empty()) fail(ErrorKind::Usage, "--prompt-ids is empty (write ids like 1,2,3)");
   return ids;
+}
+
+std::string parameter_count_text(uint64_t count) {
+  const auto n = static_cast<double>(count);
+  const auto three_digits = [](double v, const char* unit) {
+    return fmt::format("{:.{}f}{}", v, v >= 100 ? 0 : v >= 10 ? 1 : 2, unit);
+  };
+  if (n >= 1e9) return three_digits(n / 1e9, "B");
+  if (n >= 1e6) return three_digits(n / 1e6, "M");
+  if (n >= 1e3) return three_digits(n / 1e3, "K");
+  return std::to_string(count);
 }
 
 std::vector<DeviceUsage> device_usage(const LoadedModel& model, const Session& session) {

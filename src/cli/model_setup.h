@@ -73,6 +73,9 @@ std::unique_ptr<LoadedModel> load_model(const RunOptions& options);
 // "1,2,3" -> ids (Error(Usage) naming the bad item).
 std::vector<int32_t> parse_id_list(const std::string& text);
 
+// A parameter count with three significant digits: "152K", "3.10M", "9.40B".
+std::string parameter_count_text(uint64_t count);
+
 // A per-device report after a run: weights, KV cache, workspace and peak, each measured and as
 // planned; copies and bytes moved per decoded token (the last step's).
 std::string device_report(const LoadedModel& model, const Session& session, int decoded_tokens);

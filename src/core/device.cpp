@@ -148,7 +148,9 @@ size_t parse_byte_size(std::string_view text) {
   const double value = number.empty() ? -1 : std::strtod(number.c_str(), &end);
   if (mult == 0 || number.empty() || end != number.c_str() + number.size() || !(value >= 0) || value * mult > 9.0e18) {
     fail(ErrorKind::Usage,
-         "cannot read the byte size '{}': write a number with an optional unit, e.g. 6GiB, 512MiB, 2GB", text);
+         "cannot read the byte size '{}': write a number with an optional unit, e.g. 6GiB, 512MiB, 2GB (units: "
+         "B; KiB, MiB, GiB, TiB or K, M, G, T for powers of 1024; KB, MB, GB, TB for powers of 1000; any case)",
+         text);
   }
   return static_cast<size_t>(std::llround(value * mult));
 }

@@ -7,6 +7,7 @@
 
 #include "../engine/engine_fixture.h"
 #include "cli_runner.h"
+#include "common/golden_dir.h"
 
 namespace ferry {
 namespace {
@@ -155,6 +156,37 @@ TEST(CliPlan, DeviceMapsPinModulesAndBadMapsFailBeforeLoading) {
   EXPECT_EQ(tiny_budget.exit_code, 1);
   EXPECT_NE(tiny_budget.err.find("what would fit"), std::string::npos) << tiny_budget.err;
   EXPECT_EQ(tiny_budget.err.find("loading weights"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ferry
+
+namespace ferry {
+namespace {
+
+// Small models print their parameter count in its own unit (the qwen2 golden has 151,664, which
+// printed as "0.00B"); an unknown --config names the presets; a bad byte size lists the units.
+TEST(CliPlan, ParameterCountsPresetsAndByteUnitsAreSpelledOut) {
+  const std::string model = testing::golden_dir() + "/text/qwen2/model.gguf";
+  const auto plan = run_ferry("plan --model " + model + " --devices cpu:0");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+  EXPECT_NE(plan.out.find("152K parameters"), std::string::npos) << plan.out;
+  const auto inspect = run_ferry("inspect " + model);
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  EXPECT_NE(inspect.out.find("152K (151664)"), std::string::npos) << inspect.out;
+  const auto preset = run_ferry("plan --config glm-4-9b-chat --devices cuda:0=24GiB,cuda:1=24GiB");
+  ASSERT_EQ(preset.exit_code, 0) << preset.err;
+  EXPECT_NE(preset.out.find("9.40B parameters"), std::string::npos) << preset.out;
+
+  const auto unknown = run_ferry("plan --config glm-5-preset --devices cuda:0=24GiB");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.err.find("neither a config.json file nor a preset"), std::string::npos) << unknown.err;
+  EXPECT_NE(unknown.err.find("glm-4v-9b"), std::string::npos) << unknown.err;
+
+  const auto bytes = run_ferry("plan --model " + model + " --devices cpu:0=6XB");
+  EXPECT_EQ(bytes.exit_code, 1);
+  EXPECT_NE(bytes.err.find("KiB, MiB, GiB, TiB"), std::string::npos) << bytes.err;
+  EXPECT_NE(bytes.err.find("KB, MB, GB, TB"), std::string::npos) << bytes.err;
 }
 
 }  // namespace
