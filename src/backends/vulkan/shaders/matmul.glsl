@@ -42,7 +42,8 @@ void main() {
   if (type <= 2u) {
     for (uint k = t; k < K; k += 64u) {
       float xk[ROWS];
-      for (uint r = 0u; r < ROWS; ++r) xk[r] = r < rows ? x[pc.off[0] + (m0 + r) * K + k] : 0.0;
+      // Rows past the end read the last row instead (never stored): no load depends on a condition.
+      for (uint r = 0u; r < ROWS; ++r) xk[r] = x[pc.off[0] + min(m0 + r, M - 1u) * K + k];
       for (uint c = 0u; c < COLS; ++c) {
         if (c >= cols) break;
         const float wk = w_at(type, w0 + c * row_bytes, k);
