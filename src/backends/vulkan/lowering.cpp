@@ -147,6 +147,17 @@ std::vector<Step> rope(const BoundOp& op) {
   return {d};
 }
 
+// The head layout both attention shaders need: positive counts, GQA groups whole, and head_dim
+// within the 4 output dims per invocation the shader keeps.
+void check_heads(const BoundOp& op, int n_head, int n_kv_head, int head_dim) {
+  expect(n_head > 0 && n_kv_head > 0 && head_dim > 0 && n_head % n_kv_head == 0, op,
+         "head counts must be positive and heads a multiple of kv heads");
+  if (head_dim > kMaxHeadDim) {
+    fail(ErrorKind::Unsupported, "{} '{}' on Vulkan: head_dim {} is over the {} this backend supports",
+         op_name(op.node->op), op.output->name(), head_dim, kMaxHeadDim);
+  }
+}
+
 std::vector<Step> attention(const BoundOp& op) {
   const AttentionParams& p = params_of<AttentionParams>(op);
   const Tensor& q = *op.inputs[0];
@@ -155,12 +166,7 @@ std::vector<Step> attention(const BoundOp& op) {
   const Tensor& kc = *op.inputs[3];
   const Tensor& vc = *op.inputs[4];
   const Tensor* position = op.inputs.size() > 5 ? op.inputs[5] : nullptr;
-  expect(p.n_head > 0 && p.n_kv_head > 0 && p.head_dim > 0 && p.n_head % p.n_kv_head == 0, op,
-         "head counts must be positive and heads a multiple of kv heads");
-  if (p.head_dim > kMaxHeadDim) {
-    fail(ErrorKind::Unsupported, "attention '{}' on Vulkan: head_dim {} is over the {} this backend supports",
-         op.output->name(), p.head_dim, kMaxHeadDim);
-  }
+  check_heads(op, p.n_head, p.n_kv_head, p.head_dim);
   const int64_t T = q.dim(0);
   const int64_t kv_width = static_cast<int64_t>(p.n_kv_head) * p.head_dim;
   expect(q.rank() == 2 && q.dim(1) == static_cast<int64_t>(p.n_head) * p.head_dim && k.numel() == T * kv_width &&
@@ -195,12 +201,8 @@ std::vector<Step> attention(const BoundOp& op) {
 std::vector<Step> block_attention(const BoundOp& op) {
   const BlockAttentionParams& p = params_of<BlockAttentionParams>(op);
   const Tensor& q = *op.inputs[0];
-  expect(p.n_head > 0 && p.n_kv_head > 0 && p.head_dim > 0 && p.n_head % p.n_kv_head == 0 && p.block > 0, op,
-         "head counts and the block must be positive, heads a multiple of kv heads");
-  if (p.head_dim > kMaxHeadDim) {
-    fail(ErrorKind::Unsupported, "block attention '{}' on Vulkan: head_dim {} is over the {} this backend supports",
-         op.output->name(), p.head_dim, kMaxHeadDim);
-  }
+  check_heads(op, p.n_head, p.n_kv_head, p.head_dim);
+  expect(p.block > 0, op, "the block must be positive");
   const int64_t T = q.dim(0);
   const int64_t kv_width = static_cast<int64_t>(p.n_kv_head) * p.head_dim;
   expect(q.rank() == 2 && q.dim(1) == static_cast<int64_t>(p.n_head) * p.head_dim && T % p.block == 0 &&
