@@ -205,7 +205,16 @@ Executor::Workspace& Executor::workspace_of(Device& device, size_t bytes) {
   }
   const size_t have = it->storage ? it->storage->size() : 0;
   if (bytes > have) {
-    // The old buffer goes first (plans that still view it keep it until they are made again).
+    // The old buffer goes first: every plan viewing it is stale from here on (the generation
+    // moves), so its views and device programs are dropped now and made again when next run.
+    std::erase_if(plans_, [](const std::weak_ptr<ExecutablePlan>& w) { return w.expired(); });
+    for (const auto& w : plans_) {
+      if (const auto plan = w.lock()) {
+        plan->held.clear();
+        plan->tensor.clear();
+        plan->programs.clear();
+      }
+    }
     it->storage.reset();
     it->storage = device.allocate(bytes, fmt::format("the workspace of {}", device.name()));
     workspace_generation_++;
@@ -278,6 +287,7 @@ std::shared_ptr<ExecutablePlan> Executor::make_plan(const Graph& graph, std::vec
                                                     bool outputs_to_host) {
   states_.ensure(graph, placement_);
   auto p = std::make_shared<ExecutablePlan>();
+  plans_.push_back(p);
   p->executor_id = id_;
   p->weights_generation = weights_.generation();
   p->states_generation = states_.generation();

@@ -145,6 +145,10 @@ class Executor {
   RunStats stats_;
   std::vector<Workspace> workspaces_;  // one per device, in first-use order
   uint64_t workspace_generation_ = 0;  // moves when a workspace is replaced
+  // The plans made so far (owned by their prepared graphs): a workspace that grows drops their
+  // views of the old buffer, which then goes at once instead of when each plan is made again, so
+  // a device never holds two workspaces (the planner counts one).
+  std::vector<std::weak_ptr<ExecutablePlan>> plans_;
 };
 
 }  // namespace ferry
