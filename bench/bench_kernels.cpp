@@ -7,6 +7,7 @@
 //   build-kernels/bench_kernels --benchmark_filter=Gemv
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <memory>
 #include <random>
 #include <vector>
@@ -109,6 +110,34 @@ void BM_AttentionDecode(benchmark::State& state) {
   state.SetLabel(kernels::simd_level());
 }
 
+// Non-causal attention inside segments, no cache (Op::SegmentAttention): a vision tower's layer
+// on one image (as many queries as patches) or a resampler's learned queries against an image's
+// patches. Reports GFLOP/s: 4 flops per (query, key, head dim) (the scores and the value sums).
+void BM_SegmentAttention(benchmark::State& state) {
+  const int64_t Tq = state.range(0);
+  const int64_t Tk = state.range(1);
+  SegmentAttentionParams p;
+  p.n_head = static_cast<int>(state.range(2));
+  p.n_kv_head = p.n_head;
+  p.head_dim = static_cast<int>(state.range(3));
+  p.scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
+  p.segments = {{Tq, Tk}};
+  ThreadPool pool(static_cast<int>(state.range(4)));
+  const int64_t width = static_cast<int64_t>(p.n_head) * p.head_dim;
+  Tensor q = random_f32(Shape{Tq, width}, 8);
+  Tensor k = random_f32(Shape{Tk, width}, 9);
+  Tensor v = random_f32(Shape{Tk, width}, 10);
+  Tensor out = Tensor::host(DType::F32, Shape{Tq, width});
+  for (auto _ : state) {
+    kernels::segment_attention(q, k, v, p, out, pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GFLOPs"] =
+      benchmark::Counter(4.0 * static_cast<double>(Tq * Tk * width) * static_cast<double>(state.iterations()) / 1e9,
+                         benchmark::Counter::kIsRate);
+  state.SetLabel(kernels::simd_level());
+}
+
 // The same gemv with the weights resident in L2 (one small matrix, read again and again): the rate
 // the inner loop computes at when memory is not the limit. Decode can only be memory-bound if this
 // ceiling is well above the read bandwidth; compare its bytes/s with BM_ReadBandwidth. CPU time,
@@ -169,6 +198,15 @@ BENCHMARK(BM_Prefill)
 BENCHMARK(BM_AttentionDecode)
     ->ArgsProduct({{512, 4096}, {1, 2}})
     ->ArgNames({"S", "threads"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// One image of a small vision tower (1024 patches, 16 heads of 72) and a resampler's 64 queries
+// against it (28 heads of 128).
+BENCHMARK(BM_SegmentAttention)
+    ->ArgsProduct({{1024}, {1024}, {16}, {72}, {1, 2}})
+    ->ArgsProduct({{64}, {1024}, {28}, {128}, {1, 2}})
+    ->ArgNames({"Tq", "Tk", "heads", "head_dim", "threads"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -260,20 +260,30 @@ ValueId GraphBuilder::patchify(ValueId x, const PatchParams& p, const std::strin
   return g_.add_node(Op::Patchify, {x}, p, DType::F32, out, name, module_);
 }
 
-ValueId GraphBuilder::block_attention(ValueId q, ValueId k, ValueId v_in, const BlockAttentionParams& p,
-                                      const std::string& name) {
+ValueId GraphBuilder::segment_attention(ValueId q, ValueId k, ValueId v_in, const SegmentAttentionParams& p,
+                                        const std::string& name) {
   const Shape& qs = v(q).shape;
-  const int64_t T = qs[0];
+  const Shape& ks = v(k).shape;
+  int64_t q_rows = 0;
+  int64_t k_rows = 0;
+  bool segments_ok = !p.segments.empty();
+  for (const AttentionSegment& s : p.segments) {
+    segments_ok = segments_ok && s.q_rows > 0 && s.k_rows > 0;
+    q_rows += s.q_rows;
+    k_rows += s.k_rows;
+  }
   const int64_t kv_width = static_cast<int64_t>(p.n_kv_head) * p.head_dim;
   const bool ok = qs.rank == 2 && p.n_head > 0 && p.n_kv_head > 0 && p.head_dim > 0 && p.n_head % p.n_kv_head == 0 &&
-                  qs[1] == static_cast<int64_t>(p.n_head) * p.head_dim && v(k).shape == Shape{T, kv_width} &&
-                  v(v_in).shape == Shape{T, kv_width} && p.block > 0 && T % p.block == 0;
+                  qs[1] == static_cast<int64_t>(p.n_head) * p.head_dim && segments_ok && qs[0] == q_rows &&
+                  ks == Shape{k_rows, kv_width} && v(v_in).shape == ks;
   if (!ok) {
-    shape_error("block_attention", name,
-                fmt::format("q {}, k {}, v {} with {} heads, {} kv heads, head_dim {}, blocks of {}", qs.str(),
-                            v(k).shape.str(), v(v_in).shape.str(), p.n_head, p.n_kv_head, p.head_dim, p.block));
+    shape_error("segment_attention", name,
+                fmt::format("q {}, k {}, v {} with {} heads, {} kv heads, head_dim {}, {} segments of {} query and {} "
+                            "key rows in all (none may be empty)",
+                            qs.str(), ks.str(), v(v_in).shape.str(), p.n_head, p.n_kv_head, p.head_dim,
+                            p.segments.size(), q_rows, k_rows));
   }
-  return g_.add_node(Op::BlockAttention, {q, k, v_in}, p, DType::F32, qs, name, module_);
+  return g_.add_node(Op::SegmentAttention, {q, k, v_in}, p, DType::F32, qs, name, module_);
 }
 
 }  // namespace ferry

@@ -115,7 +115,7 @@ class GraphBuilder {
   ValueId copy(ValueId x, const std::string& name);
   ValueId reshape(ValueId x, const Shape& shape, const std::string& name);  // same element count
   ValueId patchify(ValueId x, const PatchParams& p, const std::string& name);
-  ValueId block_attention(ValueId q, ValueId k, ValueId v, const BlockAttentionParams& p, const std::string& name);
+  ValueId segment_attention(ValueId q, ValueId k, ValueId v, const SegmentAttentionParams& p, const std::string& name);
 
  private:
   const Value& v(ValueId id) const { return g_.value(id); }

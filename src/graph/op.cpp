@@ -7,9 +7,10 @@ namespace ferry {
 
 namespace {
 constexpr std::string_view kOpNames[] = {
-    "embedding", "matmul",    "add",  "mul",     "scale",     "rms_norm",        "layer_norm",
-    "rope",      "attention", "silu", "gelu",    "gelu_tanh", "swiglu",          "softmax",
-    "concat",    "slice",     "copy", "reshape", "patchify",  "block_attention",
+    "embedding", "matmul",     "add",     "mul",       "scale",
+    "rms_norm",  "layer_norm", "rope",    "attention", "silu",
+    "gelu",      "gelu_tanh",  "swiglu",  "softmax",   "concat",
+    "slice",     "copy",       "reshape", "patchify",  "segment_attention",
 };
 static_assert(std::size(kOpNames) == static_cast<size_t>(Op::Count), "every op needs a name");
 }  // namespace
@@ -49,7 +50,7 @@ bool op_accepts(Op op, std::span<const DType> d, bool (*reads_weight_type)(DType
     case Op::Attention:
       // The optional sixth input is the KV write position.
       return all_f32(5) || (d.size() == 6 && d[5] == DType::I32 && op_accepts(op, d.first(5), reads_weight_type));
-    case Op::BlockAttention:
+    case Op::SegmentAttention:
       return all_f32(3);
     case Op::SwiGlu:
       return all_f32(1) || all_f32(2);

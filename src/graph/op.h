@@ -6,6 +6,7 @@
 #include <span>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -61,10 +62,12 @@ enum class Op : uint8_t {
   //         one row per p x p patch (images in order, patches row-major), columns ordered
   //         (c, ky, kx) like a conv weight [out, C, p, p]: a stride-p conv is Patchify then MatMul.
   Patchify,
-  // inputs: q [T, nh*hd], k [T, nkv*hd], v [T, nkv*hd] f32             -> [T, nh*hd]
-  //         non-causal attention without a cache: rows come in blocks of `block` (one image each)
-  //         and every query attends to every row of its own block. GQA as Attention.
-  BlockAttention,
+  // inputs: q [Tq, nh*hd], k [Tk, nkv*hd], v [Tk, nkv*hd] f32           -> [Tq, nh*hd]
+  //         non-causal attention without a cache over segments: the rows of q and of k/v come in
+  //         SegmentAttentionParams::segments, in order (segment s: q_rows queries, k_rows keys),
+  //         and every query of a segment attends to every key of the same segment. Query and key
+  //         lengths may differ (a resampler's queries against an image's patches). GQA as Attention.
+  SegmentAttention,
   Count,
 };
 
@@ -110,15 +113,20 @@ struct PatchParams {
   int patch = 0;               // patch side (= the conv's kernel and stride)
   bool channels_last = false;  // input [B, H, W, C] instead of [B, C, H, W]
 };
-struct BlockAttentionParams {
+struct AttentionSegment {
+  int64_t q_rows = 0;
+  int64_t k_rows = 0;
+  bool operator==(const AttentionSegment&) const = default;
+};
+struct SegmentAttentionParams {
   int n_head = 0;
   int n_kv_head = 0;
   int head_dim = 0;
   float scale = 1.0f;
-  int64_t block = 0;  // rows per block; T must be a multiple
+  std::vector<AttentionSegment> segments;  // q rows sum to Tq, k rows to Tk; none empty
 };
 
 using OpParams = std::variant<std::monostate, NormParams, ScaleParams, RopeParams, AttentionParams, AxisParams,
-                              PatchParams, BlockAttentionParams>;
+                              PatchParams, SegmentAttentionParams>;
 
 }  // namespace ferry

@@ -80,12 +80,12 @@ Graph build_vision_graph(const ModelSpec& spec, int64_t images) {
   ValueId x = b.concat(rows, 0, "vision.tokens");  // [B*L, D]
   x = b.add(x, b.embedding(w(pe + "position_embedding.weight"), positions, "vision.positions"), "vision.embed");
 
-  BlockAttentionParams attn;
+  SegmentAttentionParams attn;
   attn.n_head = v.n_head;
   attn.n_kv_head = v.n_head;
   attn.head_dim = static_cast<int>(D / v.n_head);
   attn.scale = 1.0f / std::sqrt(static_cast<float>(attn.head_dim));
-  attn.block = L;
+  attn.segments.assign(static_cast<size_t>(B), AttentionSegment{L, L});
   for (int l = 0; l < v.n_layer; ++l) {
     const std::string p = fmt::format("{}transformer.layers.{}.", root, l);
     const std::string n = fmt::format("vision.layers.{}", l);
@@ -94,7 +94,7 @@ Graph build_vision_graph(const ModelSpec& spec, int64_t images) {
     const ValueId q = b.slice(qkv, 1, 0, D, n + ".q");
     const ValueId k = b.slice(qkv, 1, D, D, n + ".k");
     const ValueId val = b.slice(qkv, 1, 2 * D, D, n + ".v");
-    const ValueId a = b.block_attention(q, k, val, attn, n + ".attn");
+    const ValueId a = b.segment_attention(q, k, val, attn, n + ".attn");
     ValueId o = b.matmul(a, w(p + "attention.dense.weight"), w(p + "attention.dense.bias"), n + ".attn_out");
     // EVA2-CLIP normalises each sublayer's output, then adds the residual.
     o = b.layer_norm(o, w(p + "input_layernorm.weight"), w(p + "input_layernorm.bias"), v.norm_eps, n + ".attn_norm");

@@ -1,6 +1,6 @@
 // The vision tower's kernels against naive references: a stride-p convolution computed directly
-// equals patchify + matmul (both layouts), reshape keeps the bytes, block attention equals a
-// softmax computed in double per block and never reads across blocks.
+// equals patchify + matmul (both layouts), reshape keeps the bytes, segment attention equals a
+// softmax computed in double per segment and never reads across segments.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/simd.h"
 #include "core/error.h"
+#include "reference.h"
 
 namespace ferry {
 namespace {
@@ -112,104 +114,241 @@ TEST(Reshape, KeepsTheBytesAndRefusesAnotherSize) {
   EXPECT_THROW(kernels::reshape(x, other, pool), Error);
 }
 
-// softmax(q k^T * scale) v per block and head, in double.
-std::vector<double> naive_block_attention(const std::vector<float>& q, const std::vector<float>& k,
-                                          const std::vector<float>& v, int64_t T, const BlockAttentionParams& p) {
+// softmax(q k^T * scale) v per segment and head, in double, with a tolerance per output: f32
+// rounding moves each score by ~eps * sum|q_d k_d| * scale, each softmax weight by that much
+// relative, and so the output (a convex mix of |v| <= 1) by a few times that.
+struct Reference {
+  std::vector<double> out;
+  std::vector<double> tol;
+};
+Reference naive_segment_attention(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                                  const SegmentAttentionParams& p) {
   const int64_t hd = p.head_dim, kvw = p.n_kv_head * hd, qw = p.n_head * hd;
-  std::vector<double> out(static_cast<size_t>(T * qw));
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t first = t / p.block * p.block;
-    for (int64_t h = 0; h < p.n_head; ++h) {
-      const int64_t kh = h / (p.n_head / p.n_kv_head);
-      std::vector<double> s(static_cast<size_t>(p.block));
-      double mx = -1e300, sum = 0;
-      for (int64_t j = 0; j < p.block; ++j) {
-        double d = 0;
-        for (int64_t i = 0; i < hd; ++i)
-          d += static_cast<double>(q[static_cast<size_t>(t * qw + h * hd + i)]) *
-               k[static_cast<size_t>((first + j) * kvw + kh * hd + i)];
-        s[static_cast<size_t>(j)] = d * p.scale;
-        mx = std::max(mx, s[static_cast<size_t>(j)]);
+  int64_t Tq = 0;
+  for (const AttentionSegment& s : p.segments) Tq += s.q_rows;
+  Reference r{std::vector<double>(static_cast<size_t>(Tq * qw)), std::vector<double>(static_cast<size_t>(Tq * qw))};
+  int64_t q0 = 0, k0 = 0;
+  for (const AttentionSegment& seg : p.segments) {
+    for (int64_t t = q0; t < q0 + seg.q_rows; ++t) {
+      for (int64_t h = 0; h < p.n_head; ++h) {
+        const int64_t kh = h / (p.n_head / p.n_kv_head);
+        std::vector<double> s(static_cast<size_t>(seg.k_rows));
+        double mx = -1e300, sum = 0, terms = 0;
+        for (int64_t j = 0; j < seg.k_rows; ++j) {
+          double d = 0, abs_terms = 0;
+          for (int64_t i = 0; i < hd; ++i) {
+            const double prod = static_cast<double>(q[static_cast<size_t>(t * qw + h * hd + i)]) *
+                                k[static_cast<size_t>((k0 + j) * kvw + kh * hd + i)];
+            d += prod;
+            abs_terms += std::fabs(prod);
+          }
+          s[static_cast<size_t>(j)] = d * p.scale;
+          mx = std::max(mx, s[static_cast<size_t>(j)]);
+          terms = std::max(terms, abs_terms * std::fabs(p.scale));
+        }
+        for (double& x : s) sum += (x = std::exp(x - mx));
+        for (int64_t i = 0; i < hd; ++i) {
+          double acc = 0;
+          for (int64_t j = 0; j < seg.k_rows; ++j)
+            acc += s[static_cast<size_t>(j)] / sum * v[static_cast<size_t>((k0 + j) * kvw + kh * hd + i)];
+          r.out[static_cast<size_t>(t * qw + h * hd + i)] = acc;
+          r.tol[static_cast<size_t>(t * qw + h * hd + i)] = 2e-6 * (1.0 + terms);
+        }
       }
-      for (double& x : s) sum += (x = std::exp(x - mx));
-      for (int64_t i = 0; i < hd; ++i) {
-        double acc = 0;
-        for (int64_t j = 0; j < p.block; ++j)
-          acc += s[static_cast<size_t>(j)] / sum * v[static_cast<size_t>((first + j) * kvw + kh * hd + i)];
-        out[static_cast<size_t>(t * qw + h * hd + i)] = acc;
+    }
+    q0 += seg.q_rows;
+    k0 += seg.k_rows;
+  }
+  return r;
+}
+
+struct SegmentCase {
+  int n_head, n_kv_head, head_dim;
+  std::vector<AttentionSegment> segments;
+};
+
+SegmentAttentionParams params_for(const SegmentCase& c) {
+  SegmentAttentionParams p;
+  p.n_head = c.n_head;
+  p.n_kv_head = c.n_kv_head;
+  p.head_dim = c.head_dim;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  p.segments = c.segments;
+  return p;
+}
+
+// Runs the kernel on random q, k, v for case c; the output, and the inputs through the pointers.
+std::vector<float> run_segment_attention(const SegmentAttentionParams& p, ThreadPool& pool, uint32_t seed,
+                                         std::vector<float>* q_out = nullptr, std::vector<float>* k_out = nullptr,
+                                         std::vector<float>* v_out = nullptr) {
+  int64_t Tq = 0, Tk = 0;
+  for (const AttentionSegment& s : p.segments) Tq += s.q_rows, Tk += s.k_rows;
+  const int64_t qw = static_cast<int64_t>(p.n_head) * p.head_dim, kvw = static_cast<int64_t>(p.n_kv_head) * p.head_dim;
+  const auto qv = random_values(static_cast<size_t>(Tq * qw), seed);
+  const auto kv = random_values(static_cast<size_t>(Tk * kvw), seed + 1);
+  const auto vv = random_values(static_cast<size_t>(Tk * kvw), seed + 2);
+  Tensor q = host_f32(Shape{Tq, qw}, qv, "q");
+  Tensor k = host_f32(Shape{Tk, kvw}, kv, "k");
+  Tensor v = host_f32(Shape{Tk, kvw}, vv, "v");
+  Tensor out = Tensor::host(DType::F32, q.shape(), "out");
+  kernels::segment_attention(q, k, v, p, out, pool);
+  if (q_out) *q_out = qv;
+  if (k_out) *k_out = kv;
+  if (v_out) *v_out = vv;
+  return values_of(out);
+}
+
+// Unequal query and key lengths, segments of different sizes (more keys than one tile of 64, fewer
+// queries than one tile of 4), MHA, GQA and MQA (6 heads on one kv head: tiles cross query rows),
+// head_dim 72, 112 and 128, at every SIMD level.
+TEST(SegmentAttention, MatchesNaiveSoftmaxPerSegmentAcrossShapesAndLevels) {
+  test::SimdLevelGuard guard;
+  const SegmentCase cases[] = {
+      {2, 2, 72, {{5, 70}, {1, 3}, {13, 13}, {64, 129}}},
+      {4, 2, 112, {{7, 7}, {3, 66}, {9, 1}}},
+      {6, 1, 128, {{64, 100}, {2, 5}}},
+      {3, 3, 128, {{6, 64}, {11, 65}}},
+  };
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (const SegmentCase& c : cases) {
+        const SegmentAttentionParams p = params_for(c);
+        std::vector<float> qv, kv, vv;
+        const auto got = run_segment_attention(p, pool, 6, &qv, &kv, &vv);
+        const Reference want = naive_segment_attention(qv, kv, vv, p);
+        ASSERT_EQ(got.size(), want.out.size());
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_NEAR(got[i], want.out[i], want.tol[i])
+              << level << " threads " << threads << " heads " << c.n_head << "/" << c.n_kv_head << " hd " << c.head_dim
+              << " element " << i;
+        }
       }
     }
   }
-  return out;
 }
 
-TEST(BlockAttention, MatchesNaiveSoftmaxPerBlockForHeadDim112AndGqa) {
-  ThreadPool pool(2);
-  for (const auto& [n_head, n_kv] : std::vector<std::pair<int, int>>{{2, 2}, {4, 2}}) {
-    BlockAttentionParams p;
-    p.n_head = n_head;
-    p.n_kv_head = n_kv;
-    p.head_dim = 112;
-    p.scale = 1.0f / std::sqrt(112.0f);
-    p.block = 7;
-    const int64_t T = 3 * p.block;
-    const auto qv = random_values(static_cast<size_t>(T * n_head * 112), 6);
-    const auto kv = random_values(static_cast<size_t>(T * n_kv * 112), 7);
-    const auto vv = random_values(static_cast<size_t>(T * n_kv * 112), 8);
-    Tensor q = host_f32(Shape{T, n_head * 112}, qv, "q");
-    Tensor k = host_f32(Shape{T, n_kv * 112}, kv, "k");
-    Tensor v = host_f32(Shape{T, n_kv * 112}, vv, "v");
-    Tensor out = Tensor::host(DType::F32, q.shape(), "out");
-    kernels::block_attention(q, k, v, p, out, pool);
-    const auto want = naive_block_attention(qv, kv, vv, T, p);
-    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out.data_as<float>()[i], want[i], 2e-6) << i;
+TEST(SegmentAttention, ResultDoesNotDependOnThreads) {
+  test::SimdLevelGuard guard;
+  const SegmentAttentionParams p = params_for({8, 2, 72, {{9, 40}, {17, 17}, {3, 130}}});
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    std::vector<std::vector<float>> outputs;
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      outputs.push_back(run_segment_attention(p, pool, 12));
+    }
+    EXPECT_EQ(outputs[0], outputs[1]) << level;
+    EXPECT_EQ(outputs[0], outputs[2]) << level;
   }
 }
 
-TEST(BlockAttention, ABlockNeverSeesAnotherBlocksRows) {
+// Changing one segment's keys and values changes that segment's outputs and no other's.
+TEST(SegmentAttention, ASegmentNeverSeesAnotherSegmentsRows) {
   ThreadPool pool(2);
-  BlockAttentionParams p{2, 1, 8, 0.35f, 4};
-  const int64_t T = 8;
-  const auto qv = random_values(static_cast<size_t>(T * 16), 9);
-  auto kv = random_values(static_cast<size_t>(T * 8), 10);
-  auto vv = random_values(static_cast<size_t>(T * 8), 11);
+  const SegmentAttentionParams p = params_for({2, 1, 8, {{3, 5}, {4, 2}, {2, 70}}});
+  const int64_t qw = 16, kvw = 8, Tq = 9, Tk = 77;
+  const auto qv = random_values(static_cast<size_t>(Tq * qw), 9);
+  const auto kv = random_values(static_cast<size_t>(Tk * kvw), 10);
+  const auto vv = random_values(static_cast<size_t>(Tk * kvw), 11);
   const auto run = [&](const std::vector<float>& kk, const std::vector<float>& vvv) {
-    Tensor q = host_f32(Shape{T, 16}, qv, "q");
-    Tensor k = host_f32(Shape{T, 8}, kk, "k");
-    Tensor v = host_f32(Shape{T, 8}, vvv, "v");
+    Tensor q = host_f32(Shape{Tq, qw}, qv, "q");
+    Tensor k = host_f32(Shape{Tk, kvw}, kk, "k");
+    Tensor v = host_f32(Shape{Tk, kvw}, vvv, "v");
     Tensor out = Tensor::host(DType::F32, q.shape(), "out");
-    kernels::block_attention(q, k, v, p, out, pool);
+    kernels::segment_attention(q, k, v, p, out, pool);
     return values_of(out);
   };
   const auto before = run(kv, vv);
-  for (size_t i = 4 * 8; i < kv.size(); ++i) kv[i] += 3.0f, vv[i] -= 2.0f;  // change block 1 only
-  const auto after = run(kv, vv);
-  for (size_t i = 0; i < 4 * 16; ++i) EXPECT_EQ(before[i], after[i]) << i;
-  bool changed = false;
-  for (size_t i = 4 * 16; i < before.size(); ++i) changed = changed || before[i] != after[i];
-  EXPECT_TRUE(changed);
+  int64_t q0 = 0, k0 = 0;
+  for (size_t changed = 0; changed < p.segments.size(); ++changed) {
+    const AttentionSegment& seg = p.segments[changed];
+    auto k2 = kv, v2 = vv;
+    for (int64_t i = k0 * kvw; i < (k0 + seg.k_rows) * kvw; ++i) {
+      k2[static_cast<size_t>(i)] += 3.0f;
+      v2[static_cast<size_t>(i)] -= 2.0f;
+    }
+    const auto after = run(k2, v2);
+    bool moved = false;
+    for (int64_t i = 0; i < Tq * qw; ++i) {
+      const bool inside = i >= q0 * qw && i < (q0 + seg.q_rows) * qw;
+      if (inside) {
+        moved = moved || before[static_cast<size_t>(i)] != after[static_cast<size_t>(i)];
+      } else {
+        EXPECT_EQ(before[static_cast<size_t>(i)], after[static_cast<size_t>(i)]) << "segment " << changed << " " << i;
+      }
+    }
+    EXPECT_TRUE(moved) << "segment " << changed;
+    q0 += seg.q_rows;
+    k0 += seg.k_rows;
+  }
 }
 
-TEST(BlockAttention, RejectsRowsThatAreNotWholeBlocks) {
+TEST(SegmentAttention, RejectsEmptySegmentsAndRowsTheSegmentsDoNotCover) {
   ThreadPool pool(1);
-  BlockAttentionParams p{1, 1, 4, 0.5f, 3};
-  Tensor q = host_f32(Shape{4, 4}, random_values(16, 1), "q");
+  Tensor q = host_f32(Shape{4, 8}, random_values(32, 1), "q");
+  Tensor k = host_f32(Shape{6, 4}, random_values(24, 2), "k");
   Tensor out = Tensor::host(DType::F32, q.shape(), "out");
-  EXPECT_THROW(kernels::block_attention(q, q, q, p, out, pool), Error);
+  const auto with = [](std::vector<AttentionSegment> segments, int n_head = 2, int n_kv_head = 1) {
+    SegmentAttentionParams p;
+    p.n_head = n_head;
+    p.n_kv_head = n_kv_head;
+    p.head_dim = 4;
+    p.scale = 0.5f;
+    p.segments = std::move(segments);
+    return p;
+  };
+  // The right segments run.
+  kernels::segment_attention(q, k, k, with({{1, 2}, {3, 4}}), out, pool);
+  const auto rejects = [&](const SegmentAttentionParams& p, ErrorKind kind, const char* needle) {
+    test::expect_error(kind, [&] { kernels::segment_attention(q, k, k, p, out, pool); }, {"segment_attention", needle});
+  };
+  rejects(with({}), ErrorKind::Usage, "no segments");
+  rejects(with({{1, 2}, {0, 0}, {3, 4}}), ErrorKind::Usage, "none may be empty");
+  rejects(with({{0, 2}, {4, 4}}), ErrorKind::Usage, "none may be empty");
+  rejects(with({{1, 6}, {3, 0}}), ErrorKind::Usage, "none may be empty");
+  rejects(with({{1, 2}, {2, 4}}), ErrorKind::Shape, "cover 3 query and 6 key rows");  // q rows short
+  rejects(with({{1, 2}, {3, 3}}), ErrorKind::Shape, "cover 4 query and 5 key rows");  // k rows short
+  rejects(with({{2, 2}, {3, 4}}), ErrorKind::Shape, "ends past");                     // q rows over
+  rejects(with({{1, 2}, {3, 5}}), ErrorKind::Shape, "ends past");                     // k rows over
+  rejects(with({{1, 2}, {3, 4}}, 3, 2), ErrorKind::Usage, "multiple of kv heads");
+  rejects(with({{1, 2}, {3, 4}}, 2, 2), ErrorKind::Shape, "key");  // k is not [Tk, 2 * 4]
+  Tensor v_short = host_f32(Shape{5, 4}, random_values(20, 3), "v");
+  test::expect_error(ErrorKind::Shape,
+                     [&] {
+                       kernels::segment_attention(q, k, v_short, with({{1, 2}, {3, 4}}), out, pool);
+                     },
+                     {"segment_attention", "value v"});
+  Tensor k16 = Tensor::host(DType::F16, Shape{6, 4}, "k16");
+  test::expect_error(ErrorKind::Shape,
+                     [&] {
+                       kernels::segment_attention(q, k16, k, with({{1, 2}, {3, 4}}), out, pool);
+                     },
+                     {"segment_attention", "f32"});
 }
 
 TEST(VisionOps, ComputeDispatchesAndSupportsThem) {
   EXPECT_TRUE(kernels::supports(Op::Reshape, {DType::BF16}));
   EXPECT_TRUE(kernels::supports(Op::Patchify, {DType::F32}));
   EXPECT_FALSE(kernels::supports(Op::Patchify, {DType::F16}));
-  EXPECT_TRUE(kernels::supports(Op::BlockAttention, {DType::F32, DType::F32, DType::F32}));
+  EXPECT_TRUE(kernels::supports(Op::SegmentAttention, {DType::F32, DType::F32, DType::F32}));
+  EXPECT_FALSE(kernels::supports(Op::SegmentAttention, {DType::F32, DType::F16, DType::F32}));
   ThreadPool pool(1);
   Tensor x = host_f32(Shape{1, 1, 2, 2}, {1, 2, 3, 4}, "x");
   Tensor out = Tensor::host(DType::F32, Shape{1, 4}, "out");
   Tensor in = x;
   kernels::compute(Op::Patchify, PatchParams{2, false}, {&in}, out, pool);
   EXPECT_EQ(values_of(out), (std::vector<float>{1, 2, 3, 4}));
-  EXPECT_EQ(op_name(Op::BlockAttention), "block_attention");
+  EXPECT_EQ(op_name(Op::SegmentAttention), "segment_attention");
+  // Through compute: two segments of one query each, on one key and on two identical keys.
+  Tensor q = host_f32(Shape{2, 2}, {1, 0, 0, 1}, "q");
+  Tensor k = host_f32(Shape{3, 2}, {1, 0, 0.5f, 0.5f, 0.5f, 0.5f}, "k");
+  Tensor v = host_f32(Shape{3, 2}, {1, 2, 3, 4, 3, 4}, "v");
+  Tensor att = Tensor::host(DType::F32, Shape{2, 2}, "att");
+  SegmentAttentionParams p{1, 1, 2, 1.0f, {{1, 1}, {1, 2}}};
+  kernels::compute(Op::SegmentAttention, p, {&q, &k, &v}, att, pool);
+  EXPECT_EQ(values_of(att), (std::vector<float>{1, 2, 3, 4}));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "backends/cpu/cpu_device.h"
 #include "backends/vulkan/context.h"
 #include "backends/vulkan/device.h"
+#include "backends/vulkan/lowering.h"
 #include "core/error.h"
 #include "graph/graph.h"
 #include "kernels/reference.h"
@@ -220,24 +221,77 @@ TEST_P(VulkanOps, AttentionOverTheCacheWithAndWithoutThePositionInput) {
   }
 }
 
-TEST_P(VulkanOps, BlockAttentionAndPatchify) {
-  BlockAttentionParams p;
-  p.n_head = 2;
-  p.n_kv_head = 1;
-  p.head_dim = 24;
-  p.scale = 0.2f;
-  p.block = 70;
-  const int64_t T = 140;
-  auto [want, got] = run(Op::BlockAttention, p,
-                         {random_f32(Shape{T, 48}, 20), random_f32(Shape{T, 24}, 21), random_f32(Shape{T, 24}, 22)},
-                         DType::F32, Shape{T, 48});
-  expect_close(want, got, 2e-6, "block attention");
+TEST_P(VulkanOps, SegmentAttentionAndPatchify) {
+  struct Case {
+    int n_head, n_kv_head, head_dim;
+    std::vector<AttentionSegment> segments;
+  };
+  // Uneven segments: query and key counts that differ, are not multiples of the 8-row groups or
+  // the 64-key tiles, a single query or key; MHA, GQA and MQA; head_dim up to 128.
+  const Case cases[] = {
+      {2, 1, 24, {{70, 70}, {70, 70}}},
+      {4, 2, 72, {{5, 70}, {1, 3}, {13, 13}, {9, 129}}},
+      {3, 1, 128, {{8, 40}, {17, 1}, {8, 65}}},
+  };
+  for (const Case& c : cases) {
+    SegmentAttentionParams p;
+    p.n_head = c.n_head;
+    p.n_kv_head = c.n_kv_head;
+    p.head_dim = c.head_dim;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    p.segments = c.segments;
+    int64_t Tq = 0, Tk = 0;
+    for (const AttentionSegment& s : c.segments) Tq += s.q_rows, Tk += s.k_rows;
+    const int64_t width = static_cast<int64_t>(c.n_head) * c.head_dim;
+    const int64_t kv_width = static_cast<int64_t>(c.n_kv_head) * c.head_dim;
+    auto [want, got] = run(
+        Op::SegmentAttention, p,
+        {random_f32(Shape{Tq, width}, 20), random_f32(Shape{Tk, kv_width}, 21), random_f32(Shape{Tk, kv_width}, 22)},
+        DType::F32, Shape{Tq, width});
+    expect_close(want, got, 2e-6,
+                 fmt::format("segment attention {}/{} heads of {}, {} segments", c.n_head, c.n_kv_head, c.head_dim,
+                             c.segments.size()));
+  }
   for (bool channels_last : {false, true}) {
     const Shape image = channels_last ? Shape{2, 6, 9, 3} : Shape{2, 3, 6, 9};
     auto [w2, g2] =
         run(Op::Patchify, PatchParams{3, channels_last}, {random_f32(image, 23)}, DType::F32, Shape{12, 27});
     expect_close(w2, g2, 0.0, "patchify");
   }
+}
+
+// Lowering needs no device: one dispatch per segment, with its rows in the push constants; the
+// contract checked before anything is recorded.
+TEST(VulkanLowering, SegmentAttentionIsOneDispatchPerSegmentAndChecksTheSegments) {
+  Node node;
+  node.op = Op::SegmentAttention;
+  Tensor q = Tensor::host(DType::F32, Shape{12, 2 * 16}, "q");
+  Tensor k = Tensor::host(DType::F32, Shape{30, 16}, "k");
+  Tensor out = Tensor::host(DType::F32, q.shape(), "out");
+  BoundOp op;
+  op.node = &node;
+  op.inputs = {&q, &k, &k};
+  op.output = &out;
+  const auto lower_with = [&](std::vector<AttentionSegment> segments, int head_dim = 16) {
+    node.params = SegmentAttentionParams{2, 1, head_dim, 0.25f, std::move(segments)};
+    return vulkan::lower(op);
+  };
+  const std::vector<vulkan::Step> steps = lower_with({{9, 20}, {3, 10}});
+  ASSERT_EQ(steps.size(), 2u);
+  const auto& second = std::get<vulkan::Dispatch>(steps[1]);
+  EXPECT_EQ(second.shader, "segment_attention");
+  EXPECT_EQ(second.params[0], 3u);   // query rows
+  EXPECT_EQ(second.params[5], 9u);   // first query row
+  EXPECT_EQ(second.params[6], 20u);  // first key row
+  EXPECT_EQ(second.params[7], 10u);  // key rows
+  EXPECT_EQ(second.groups, 2u);      // one group of 8 rows per head
+  EXPECT_EQ(std::get<vulkan::Dispatch>(steps[0]).groups, 4u);
+  EXPECT_THROW(lower_with({}), Error);
+  EXPECT_THROW(lower_with({{9, 20}, {0, 0}, {3, 10}}), Error);
+  EXPECT_THROW(lower_with({{9, 20}, {3, 9}}), Error);   // a key row left over
+  EXPECT_THROW(lower_with({{9, 20}, {4, 10}}), Error);  // past q's rows
+  EXPECT_TRUE(vulkan::supports(Op::SegmentAttention, std::vector<DType>{DType::F32, DType::F32, DType::F32}));
+  EXPECT_FALSE(vulkan::supports(Op::SegmentAttention, std::vector<DType>{DType::F32, DType::F16, DType::F32}));
 }
 
 TEST_P(VulkanOps, LayoutOpsOnAnyDtype) {

@@ -191,34 +191,53 @@ std::vector<Step> attention(const BoundOp& op) {
   attend.params[2] = static_cast<uint32_t>(p.n_kv_head);
   attend.params[3] = static_cast<uint32_t>(p.head_dim);
   attend.params[4] = bits(p.scale);
-  attend.params[5] = 0;
   attend.params[7] = store.params[2];
   attend.params[8] = store.params[3];
   attend.groups = static_cast<uint64_t>(T) * static_cast<uint64_t>(p.n_head);
   return {store, attend};
 }
 
-std::vector<Step> block_attention(const BoundOp& op) {
-  const BlockAttentionParams& p = params_of<BlockAttentionParams>(op);
+// One dispatch per segment (shaders/segment_attention.comp): workgroups of 8 query rows of one
+// head against the segment's keys, 64 at a time.
+std::vector<Step> segment_attention(const BoundOp& op) {
+  const SegmentAttentionParams& p = params_of<SegmentAttentionParams>(op);
   const Tensor& q = *op.inputs[0];
+  const Tensor& k = *op.inputs[1];
+  const Tensor& v = *op.inputs[2];
   check_heads(op, p.n_head, p.n_kv_head, p.head_dim);
-  expect(p.block > 0, op, "the block must be positive");
-  const int64_t T = q.dim(0);
+  const int64_t width = static_cast<int64_t>(p.n_head) * p.head_dim;
   const int64_t kv_width = static_cast<int64_t>(p.n_kv_head) * p.head_dim;
-  expect(q.rank() == 2 && q.dim(1) == static_cast<int64_t>(p.n_head) * p.head_dim && T % p.block == 0 &&
-             op.inputs[1]->numel() == T * kv_width && op.inputs[2]->numel() == T * kv_width,
-         op, "q, k, v do not have the documented shapes");
-  Dispatch d = make("attention");
-  d.tensors = {&q, op.inputs[1], op.inputs[2], op.output, &q};
-  d.params[0] = u32(T, "tokens");
-  d.params[1] = static_cast<uint32_t>(p.n_head);
-  d.params[2] = static_cast<uint32_t>(p.n_kv_head);
-  d.params[3] = static_cast<uint32_t>(p.head_dim);
-  d.params[4] = bits(p.scale);
-  d.params[5] = 1;
-  d.params[6] = u32(p.block, "block");
-  d.groups = static_cast<uint64_t>(T) * static_cast<uint64_t>(p.n_head);
-  return {d};
+  expect(q.rank() == 2 && q.dim(1) == width && k.rank() == 2 && k.dim(1) == kv_width && v.shape() == k.shape() &&
+             op.output->numel() == q.numel(),
+         op, "q, k, v and the output do not have the documented shapes");
+  expect(!p.segments.empty(), op, "there are no segments");
+  constexpr int64_t kRowsPerGroup = 8;
+  std::vector<Step> steps;
+  int64_t q_first = 0;
+  int64_t k_first = 0;
+  for (const AttentionSegment& s : p.segments) {
+    expect(s.q_rows > 0 && s.k_rows > 0, op, "a segment is empty");
+    expect(s.q_rows <= q.dim(0) - q_first && s.k_rows <= k.dim(0) - k_first, op,
+           "the segments cover more rows than q or k has");
+    Dispatch d = make("segment_attention");
+    d.tensors = {&q, &k, &v, op.output};
+    d.params[0] = u32(s.q_rows, "segment query rows");
+    d.params[1] = static_cast<uint32_t>(p.n_head);
+    d.params[2] = static_cast<uint32_t>(p.n_kv_head);
+    d.params[3] = static_cast<uint32_t>(p.head_dim);
+    d.params[4] = bits(p.scale);
+    d.params[5] = u32(q_first, "first query row");
+    d.params[6] = u32(k_first, "first key row");
+    d.params[7] = u32(s.k_rows, "segment key rows");
+    u32((q_first + s.q_rows) * width, "query elements");  // the shader's indices are 32-bit
+    u32((k_first + s.k_rows) * kv_width, "key elements");
+    d.groups = static_cast<uint64_t>((s.q_rows + kRowsPerGroup - 1) / kRowsPerGroup) * static_cast<uint64_t>(p.n_head);
+    steps.push_back(d);
+    q_first += s.q_rows;
+    k_first += s.k_rows;
+  }
+  expect(q_first == q.dim(0) && k_first == k.dim(0), op, "the segments do not cover every row of q and k");
+  return steps;
 }
 
 // Concat, Slice, Copy and Reshape move bytes: buffer copies, one region per outer row.
@@ -338,8 +357,8 @@ std::vector<Step> lower(const BoundOp& op) {
       return rope(op);
     case Op::Attention:
       return attention(op);
-    case Op::BlockAttention:
-      return block_attention(op);
+    case Op::SegmentAttention:
+      return segment_attention(op);
     case Op::SwiGlu: {
       const int64_t F = out.dim(-1);
       const int64_t rows = out.shape().rows();

@@ -96,9 +96,9 @@ void compute(Op op, const OpParams& params, const std::vector<Tensor*>& inputs, 
     case Op::Patchify:
       expect_inputs(op, in, 1, 1);
       return patchify(*in[0], params_as<PatchParams>(op, params), out, pool);
-    case Op::BlockAttention:
+    case Op::SegmentAttention:
       expect_inputs(op, in, 3, 3);
-      return block_attention(*in[0], *in[1], *in[2], params_as<BlockAttentionParams>(op, params), out, pool);
+      return segment_attention(*in[0], *in[1], *in[2], params_as<SegmentAttentionParams>(op, params), out, pool);
     case Op::Count:
       break;
   }

@@ -52,9 +52,12 @@ void reshape(const Tensor& x, Tensor& out, ThreadPool& pool);
 // x [B, C, H, W] (or [B, H, W, C] with p.channels_last) -> out [B * H/p * W/p, C*p*p]: one row
 // per patch, columns (c, ky, kx). See Op::Patchify.
 void patchify(const Tensor& x, const PatchParams& p, Tensor& out, ThreadPool& pool);
-// Non-causal attention within blocks of p.block rows, no cache. q [T, nh*hd], k/v [T, nkv*hd].
-void block_attention(const Tensor& q, const Tensor& k, const Tensor& v, const BlockAttentionParams& p, Tensor& out,
-                     ThreadPool& pool);
+// Non-causal attention within segments, no cache: q [Tq, nh*hd], k/v [Tk, nkv*hd], out [Tq, nh*hd];
+// segment s's q_rows queries attend to its k_rows keys only (see Op::SegmentAttention). Tiles of
+// queries against tiles of keys with an online softmax. Error(Usage) for an empty segment or bad
+// head counts, Error(Shape) for segments that do not cover q's and k's rows exactly.
+void segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SegmentAttentionParams& p, Tensor& out,
+                       ThreadPool& pool);
 
 // Rows of any dtype to f32 (dequantize / widen): out[r, :] for r in [0, rows(x)).
 void to_f32(const Tensor& x, Tensor& out, ThreadPool& pool);

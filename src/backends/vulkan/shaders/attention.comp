@@ -1,9 +1,9 @@
 #version 450
 // Attention of one query row and head per workgroup, over keys taken 64 at a time with an online
 // softmax (running maximum and sum, the output rescaled as the maximum grows): no score matrix.
-// p0 T, p1 heads, p2 kv heads, p3 head_dim (<= 256), p4 scale bits, p5 mode: 0 causal over the
-// caches (query t sees rows [0, off + t]), 1 blocks of p6 rows (query t sees its own block of the
-// k/v rows). p7 has a position buffer (binding 4), else p8 is off.
+// Causal over the caches: query t sees rows [0, off + t]. p0 T, p1 heads, p2 kv heads, p3 head_dim
+// (<= 256), p4 scale bits. p7 has a position buffer (binding 4), else p8 is off.
+// (Non-causal attention inside segments is segment_attention.comp.)
 #include "common.glsl"
 #include "reduce.glsl"
 
@@ -25,15 +25,8 @@ void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint kv_width = kv_heads * hd;
   const uint kv_col = (h / (heads / kv_heads)) * hd;
-  uint first, last;  // keys [first, last)
-  if (pc.p[5] == 0u) {
-    const uint off = pc.p[7] != 0u ? uint(pos[pc.off[4]]) : pc.p[8];
-    first = 0u;
-    last = off + t + 1u;
-  } else {
-    first = t / pc.p[6] * pc.p[6];
-    last = first + pc.p[6];
-  }
+  const uint off = pc.p[7] != 0u ? uint(pos[pc.off[4]]) : pc.p[8];
+  const uint first = 0u, last = off + t + 1u;  // keys [first, last)
   for (uint d = tid; d < hd; d += 64u) q_row[d] = q[pc.off[0] + t * heads * hd + h * hd + d];
   barrier();
 
