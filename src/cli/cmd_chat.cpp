@@ -6,10 +6,10 @@
 // already evaluated (the usual case); when the template rewrites earlier turns, the session
 // starts over with the full prompt.
 //
-// Images (GLM-4V): `--image FILE` for the first turn, or a line `/image FILE` for the next one.
-// The picture is encoded at once; the user message it belongs to starts with the image span
-// (<|begin_of_image|><|endoftext|><|end_of_image|>), which the session expands into the image's
-// embeddings when it evaluates that turn.
+// Images (GLM-4V, MiniCPM-V): `--image FILE` for the first turn, or a line `/image FILE` for the
+// next one. The picture is processed at once (engine/image_processor.h); the user message it
+// belongs to holds it where the model's own chat() puts it, and the tower runs when that turn is
+// evaluated.
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -23,9 +23,9 @@
 #include "chat/js_text.h"
 #include "cli/chat_prompt.h"
 #include "cli/commands.h"
-#include "cli/image_input.h"
 #include "cli/model_setup.h"
 #include "core/error.h"
+#include "engine/image_processor.h"
 
 namespace ferry::cli {
 
@@ -44,14 +44,15 @@ bool starts_with(const std::vector<int32_t>& ids, const std::vector<int32_t>& pr
   return prefix.size() <= ids.size() && std::equal(prefix.begin(), prefix.end(), ids.begin());
 }
 
-// The pictures of the conversation, decoded, in the order their spans appear in the prompt. They
-// are run through the vision tower when a message holding them is evaluated (again if the whole
-// conversation is re-evaluated), so no image embedding outlives the step that reads it.
+// The pictures of the conversation, processed, in the order their spans appear in the prompt.
+// They are run through the vision tower when a message holding them is evaluated (again if the
+// whole conversation is re-evaluated), so no image embedding outlives the step that reads it.
 struct ConversationImages {
-  std::vector<RgbImage> given;
-  std::optional<RgbImage> pending;  // for the next user message
+  std::vector<ProcessedImages> given;
+  std::optional<ProcessedImages> pending;  // for the next user message
 };
 
+// Images whose span starts in `ids` (one begin-of-image id each, in both families).
 int64_t count_image_spans(const std::vector<int32_t>& ids, const VisionConfig& v) {
   if (!v.present()) return 0;
   return std::count(ids.begin(), ids.end(), v.boi_id);
@@ -75,10 +76,11 @@ int run_chat(const ChatArgs& a) {
   const auto eog = end_of_generation_ids(model->ckpt, &tok);
   const bool interactive = isatty(fileno(stdin)) != 0;
   ConversationImages images;
+  std::unique_ptr<ImageProcessor> processor;
+  if (config.vision.present()) processor = make_image_processor(model->ckpt, &tok);
   if (first_image) {
-    if (!config.vision.present())
-      fail(ErrorKind::Usage, "--image: {} has no vision tower, it takes no images", a.run.model);
-    images.pending = std::move(first_image);
+    if (!processor) fail(ErrorKind::Usage, "--image: {} has no vision tower, it takes no images", a.run.model);
+    images.pending = processor->process(std::span(&*first_image, 1));
   }
 
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
@@ -99,12 +101,13 @@ int run_chat(const ChatArgs& a) {
       const std::string path(chat::js::trim(text.substr(kImageCommand.size())));
       try {
         if (path.empty()) fail(ErrorKind::Usage, "/image needs a file: /image photo.jpg");
-        if (!config.vision.present()) fail(ErrorKind::Usage, "/image: this model has no vision tower");
+        if (!processor) fail(ErrorKind::Usage, "/image: this model has no vision tower");
         if (static_cast<int>(images.given.size()) >= config.vision.max_images) {
           fail(ErrorKind::Usage, "/image: this model takes {} image(s) per conversation, and it has them",
                config.vision.max_images);
         }
-        images.pending = load_image(path);
+        const RgbImage picture = load_image(path);
+        images.pending = processor->process(std::span(&picture, 1));
         if (!a.run.quiet) fmt::print(stderr, "[image {} attached to your next message]\n", path);
       } catch (const Error& e) {
         fmt::print(stderr, "error: {}\n", e.what());
@@ -112,12 +115,26 @@ int run_chat(const ChatArgs& a) {
       continue;
     }
     const bool with_image = images.pending.has_value();
-    const std::string content = with_image ? image_span_text(tok, config.vision) + line : line;
+    const std::string content = with_image ? processor->chat_message(line, 1) : line;
     messages.push_back({{"role", "user"}, {"content", content}});
     if (with_image) images.given.push_back(std::move(*images.pending));
     images.pending.reset();
-    const std::string prompt = loaded.chat_template.apply(chat_inputs(loaded, a.chat, messages, true));
-    const std::vector<int32_t> ids = tok.encode(prompt, /*add_special=*/false);
+    std::string prompt = loaded.chat_template.apply(chat_inputs(loaded, a.chat, messages, true));
+    std::vector<int32_t> ids;
+    try {
+      // Every picture so far at its placeholder (MiniCPM-V numbers them through the conversation).
+      if (processor) prompt = processor->expand_prompt(prompt, ImageProcessor::join(images.given));
+      ids = tok.encode(prompt, /*add_special=*/false);
+    } catch (const Error& e) {
+      // Typed-in image markers with no picture for them: the message is dropped, the chat goes on.
+      fmt::print(stderr, "error: {}; use /image FILE\n", e.what());
+      messages.erase(messages.size() - 1);
+      if (with_image) {  // the picture stays attached for the next message
+        images.pending = std::move(images.given.back());
+        images.given.pop_back();
+      }
+      continue;
+    }
     std::vector<int32_t> fresh;
     if (!evaluated.empty() && starts_with(ids, evaluated) && ids.size() > evaluated.size()) {
       fresh.assign(ids.begin() + static_cast<std::ptrdiff_t>(evaluated.size()), ids.end());
@@ -140,9 +157,10 @@ int run_chat(const ChatArgs& a) {
       continue;
     }
     if (spans > 0) {
-      const auto last = std::span<const RgbImage>(images.given).last(static_cast<size_t>(spans));
-      session->attach_images(encode_images(*session, config, last, "image"), spans);
-      expanded_rows += spans * (config.vision.text_tokens() - 3);
+      const ProcessedImages last =
+          ImageProcessor::join(std::span<const ProcessedImages>(images.given).last(static_cast<size_t>(spans)));
+      session->attach_images(session->encode_images_on_device(last.batch), last.inputs());
+      expanded_rows += spans * processor->cache_rows_beyond_ids();
     }
     const GenerateResult r = generate(*session, &tok, fresh, eog, a.gen, [](std::string_view piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -183,8 +201,10 @@ Runner add_chat(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--seed", a->gen.sampling.seed, "Random seed (same seed, same output)")->capture_default_str();
   cmd->add_option("--stop", a->gen.stop_strings, "Stop a reply when this text appears (repeatable)");
-  cmd->add_option("--image", a->image,
-                  "PNG or JPEG for the first message (GLM-4V); a line '/image FILE' attaches one to the next message");
+  cmd->add_option(
+      "--image", a->image,
+      "PNG or JPEG for the first message (GLM-4V, MiniCPM-V); a line '/image FILE' attaches one to the next "
+      "message");
   return [a] { return run_chat(*a); };
 }
 

@@ -1,16 +1,17 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "cli/chat_prompt.h"
 #include "cli/commands.h"
-#include "cli/image_input.h"
 #include "cli/model_setup.h"
 #include "core/error.h"
 #include "engine/image.h"
+#include "engine/image_processor.h"
 
 namespace ferry::cli {
 
@@ -26,8 +27,8 @@ struct GenerateArgs {
   bool report = false;
   bool has_prompt = false;
   bool has_prompt_ids = false;
-  std::string image;  // --image: a picture for the prompt's image placeholder (GLM-4V)
-  bool chat = false;  // --chat: the prompt is a user message rendered with the chat template
+  std::vector<std::string> images;  // --image: pictures for the prompt's image placeholders, in order
+  bool chat = false;                // --chat: the prompt is a user message rendered with the chat template
   ChatTemplateOptions chat_options;
 };
 
@@ -66,11 +67,18 @@ int run_generate(const GenerateArgs& a) {
   std::optional<chat::LoadedChatTemplate> chat_template;  // read before the weights: fail fast
   if (a.chat) chat_template = load_template_for(a.run.model, a.chat_options, false);
   // Decoded before the weights load: an unreadable image fails fast.
-  std::optional<RgbImage> image;
-  if (!a.image.empty()) image = load_image(a.image);
+  std::vector<RgbImage> pictures;
+  for (const std::string& path : a.images) pictures.push_back(load_image(path));
   auto model = load_model(a.run);
-  if (image && !model->ckpt.config().vision.present())
+  if (!pictures.empty() && !model->ckpt.config().vision.present())
     fail(ErrorKind::Usage, "--image: {} has no vision tower, it takes no images", a.run.model);
+  const Tokenizer* tok = model->tokenizer ? &*model->tokenizer : nullptr;
+  std::unique_ptr<ImageProcessor> processor;
+  ProcessedImages processed;
+  if (!pictures.empty()) {
+    processor = make_image_processor(model->ckpt, tok);
+    processed = processor->process(pictures);
+  }
   if (a.has_prompt) {
     if (!model->tokenizer) {
       fail(ErrorKind::Usage, "{} has no tokenizer (no tokenizer.json, no GGUF vocabulary): use --prompt-ids",
@@ -78,24 +86,32 @@ int run_generate(const GenerateArgs& a) {
     }
     if (chat_template) {
       // As transformers' apply_chat_template: the template writes every special token itself.
-      // With --image the user's message starts with the image span, as GLM-4V's own chat format has it.
+      // With --image the user's message holds the images where the model's own chat() puts them.
       const std::string content =
-          image ? image_span_text(*model->tokenizer, model->ckpt.config().vision) + a.prompt : a.prompt;
+          processor ? processor->chat_message(a.prompt, static_cast<int64_t>(pictures.size())) : a.prompt;
       const nlohmann::ordered_json user = nlohmann::ordered_json::array({{{"role", "user"}, {"content", content}}});
-      const std::string text =
-          chat_template->chat_template.apply(chat_inputs(*chat_template, a.chat_options, user, true));
+      std::string text = chat_template->chat_template.apply(chat_inputs(*chat_template, a.chat_options, user, true));
+      if (processor) text = processor->expand_prompt(text, processed);
       prompt = model->tokenizer->encode(text, /*add_special=*/a.add_bos);
     } else {
-      prompt = model->tokenizer->encode(a.prompt, /*add_special=*/a.add_bos || model->tokenizer->vocab().add_bos);
+      // The text is used verbatim; the images go where it writes the model's placeholder.
+      const std::string text = processor ? processor->expand_prompt(a.prompt, processed) : a.prompt;
+      prompt = model->tokenizer->encode(text, /*add_special=*/a.add_bos || model->tokenizer->vocab().add_bos);
+    }
+  }
+  if (const VisionConfig& v = model->ckpt.config().vision; v.present() && !processor) {
+    // Image spans with no picture would be read as text: refused, as the original processors do.
+    if (const auto spans = std::count(prompt.begin(), prompt.end(), v.boi_id); spans > 0) {
+      fail(ErrorKind::Usage, "the prompt holds {} image span(s) but no image was given; add --image FILE for each",
+           spans);
     }
   }
   auto session = model->new_session();
   if (a.run.trace_devices) session->executor().set_trace(&std::cerr);
-  if (image) {
-    // The prompt's <|begin_of_image|> placeholder <|end_of_image|> span takes the picture.
-    session->attach_images(encode_images(*session, model->ckpt.config(), std::span(&*image, 1), a.image), 1);
+  if (processor) {
+    // The prompt's image spans take the pictures' embeddings, left on the projector's device.
+    session->attach_images(session->encode_images_on_device(processed.batch), processed.inputs());
   }
-  const Tokenizer* tok = model->tokenizer ? &*model->tokenizer : nullptr;
   const auto eog = end_of_generation_ids(model->ckpt, tok);
   TextSink sink;
   if (!a.json) {
@@ -167,9 +183,11 @@ Runner add_generate(CLI::App& app) {
   cmd->add_option("--stop", a->gen.stop_strings, "Stop when this text appears (repeatable)");
   cmd->add_flag("--ignore-eos", a->gen.ignore_eos, "Do not stop at end-of-generation tokens (fixed-length runs)");
   cmd->add_flag("--add-bos", a->add_bos, "Prepend the BOS token to the prompt text");
-  cmd->add_option("--image", a->image,
-                  "PNG or JPEG for the prompt's image span (GLM-4V: <|begin_of_image|><|endoftext|><|end_of_image|>, "
-                  "already in --prompt-ids or in the --prompt text; with --chat it starts the user message)");
+  cmd->add_option("--image", a->images,
+                  "PNG or JPEG for the prompt's next image placeholder (repeatable, in order): MiniCPM-V "
+                  "(<image>./</image>), GLM-4V <|begin_of_image|><|endoftext|><|end_of_image|>, written in --prompt "
+                  "or already in --prompt-ids; with --chat the user message gets them as the model's chat() places "
+                  "them");
   cmd->add_flag("--chat", a->chat,
                 "Send --prompt as a user message through the model's chat template (with a generation prompt)");
   a->chat_options.add_to(*cmd);

@@ -68,7 +68,8 @@ int run_plan(const PlanArgs& a) {
       fail(ErrorKind::Usage, "--dtype '{}': use f32, f16, bf16, q8_0 or q4_0", a.dtype);
   }
   std::optional<Checkpoint> ckpt;
-  const ModelSpec spec = load_spec(a, dtype, ckpt);
+  ModelSpec spec = load_spec(a, dtype, ckpt);
+  a.placement.apply_max_images(spec);
   RunLimits limits;
   limits.max_context = a.max_context > 0 ? a.max_context : std::min<int64_t>(spec.config.max_context, 4096);
   if (limits.max_context > spec.config.max_context) {

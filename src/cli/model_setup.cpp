@@ -45,6 +45,17 @@ void PlacementOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--plan", plan_file, "Replay a plan saved by `ferry plan --save` (its devices and assignment)");
   cmd.add_option("--prefill-chunk", prefill_chunk, "Longest step: prompts are fed in chunks of this many tokens")
       ->capture_default_str();
+  cmd.add_option("--max-images", max_images,
+                 "Vision models: images one prompt may carry, each planned at its largest (0: the model's default, 1)")
+      ->capture_default_str();
+}
+
+void PlacementOptions::apply_max_images(ModelSpec& spec) const {
+  if (max_images == 0) return;
+  if (!spec.config.vision.present()) fail(ErrorKind::Usage, "--max-images: this model has no vision tower");
+  if (max_images < 1 || max_images > 64)
+    fail(ErrorKind::Usage, "--max-images must be within 1..64, got {}", max_images);
+  spec.config.vision.max_images = max_images;
 }
 
 std::vector<DeviceSpec> PlacementOptions::device_specs() const {
@@ -149,6 +160,7 @@ std::unique_ptr<LoadedModel> load_model(const RunOptions& o) {
   auto m = std::make_unique<LoadedModel>();
   const int threads = resolve_threads(o.threads);
   m->ckpt = open_checkpoint(o.model);
+  o.placement.apply_max_images(m->ckpt.spec);
   const ModelConfig& c = m->ckpt.config();
   m->context = resolve_context(o.ctx, c);
   // The plan is made and checked before any weight is read.

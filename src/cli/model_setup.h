@@ -26,9 +26,13 @@ struct PlacementOptions {
   std::string device_map;   // accelerate-style JSON file: pins units, the rest is placed by the strategy
   bool strict_map = false;  // the device map must place every unit
   std::string plan_file;    // a saved plan (ferry plan --save), replayed exactly (its devices too)
+  int max_images = 0;       // images one prompt may carry (0: the model's default); planned for at their largest
   int64_t prefill_chunk = 512;
 
   void add_to(CLI::App& cmd);
+  // Sets spec's images per prompt from --max-images (Error(Usage) for a text model or a count
+  // outside 1..64).
+  void apply_max_images(ModelSpec& spec) const;
   // The devices asked for (not with --plan, whose devices are in the file), GPUs without a budget
   // given their free memory less a reserve (resolve_default_budgets).
   std::vector<DeviceSpec> device_specs() const;

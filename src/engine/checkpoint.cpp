@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "engine/generator.h"
 #include "engine/model_config_reader.h"
 #include "formats/gguf.h"
 #include "formats/json_file.h"
@@ -19,8 +20,8 @@ uint64_t Checkpoint::weight_bytes() const {
   std::unordered_set<std::string> seen;
   for (const auto& m : spec.modules) {
     for (const auto& p : m.params) {
-      if (!seen.insert(p.name).second) continue;
-      if (const TensorRecord* r = tensors.find(p.name)) total += r->nbytes;
+      if (!seen.insert(p.checkpoint_name()).second) continue;
+      if (const TensorRecord* r = tensors.find(p.checkpoint_name())) total += r->nbytes;
     }
   }
   return total;
@@ -50,10 +51,10 @@ bool is_ignorable_buffer(const std::string& name) {
 void refuse_unused_tensors(const Checkpoint& ck) {
   std::unordered_set<std::string> used;
   for (const auto& m : ck.spec.modules) {
-    for (const auto& p : m.params) used.insert(p.name);
+    for (const auto& p : m.params) used.insert(p.checkpoint_name());
   }
   const ModelConfig& c = ck.spec.config;
-  const auto tied_output = tensor_name(c.layout, LogicalTensor::Output, 0);
+  const auto tied_output = tensor_name(c, LogicalTensor::Output, 0);
   std::vector<std::string> unused;
   for (const auto& r : ck.tensors.all()) {
     if (used.count(r.name) || is_ignorable_buffer(r.name)) continue;
@@ -98,6 +99,38 @@ Checkpoint open_gguf(const std::string& path) {
   return ck;
 }
 
+// MiniCPM-V's image tokens (<image>, </image>, <slice>, </slice>, <unk>) by the strings
+// preprocessor_config.json names, looked up in the checkpoint's tokenizer.
+void resolve_minicpmv_tokens(Checkpoint& ck) {
+  const fs::path pre_path = fs::path(ck.directory) / "preprocessor_config.json";
+  nlohmann::json pre = nlohmann::json::object();
+  if (path_exists(pre_path)) pre = read_json_file(pre_path.string());
+  const std::string source = pre_path.string();
+  const std::optional<Tokenizer> tok = load_checkpoint_tokenizer(ck);
+  if (!tok) {
+    fail(ErrorKind::Usage, "{}: MiniCPM-V needs its tokenizer (tokenizer.json) to find its image tokens", ck.path);
+  }
+  VisionConfig& v = ck.spec.config.vision;
+  const auto id_of = [&](const char* key, const char* fallback) {
+    const std::string piece = json_opt_string(pre, key, source).value_or(fallback);
+    const int32_t id = tok->find_token(piece);
+    if (id < 0) {
+      fail(ErrorKind::Config, "{}: the tokenizer has no token '{}' ({} in preprocessor_config.json)", ck.path, piece,
+           key);
+    }
+    return id;
+  };
+  v.boi_id = id_of("im_start", "<image>");
+  v.eoi_id = id_of("im_end", "</image>");
+  v.slice_start_id = id_of("slice_start", "<slice>");
+  v.slice_end_id = id_of("slice_end", "</slice>");
+  v.unk_id = id_of("unk", "<unk>");
+  if (const auto q = json_opt_int(pre, "image_feature_size", source); q && *q != v.query_num) {
+    fail(ErrorKind::Config, "{}: image_feature_size {} differs from config.json's query_num {}", source, *q,
+         v.query_num);
+  }
+}
+
 Checkpoint open_hf_directory(const std::string& path) {
   Checkpoint ck;
   ck.path = path;
@@ -124,6 +157,7 @@ Checkpoint open_hf_directory(const std::string& path) {
     const nlohmann::json tc = read_json_file(tok_config.string());
     ck.has_chat_template = tc.contains("chat_template") && !tc["chat_template"].is_null();
   }
+  if (ck.config().vision.family == VisionFamily::MiniCpmv) resolve_minicpmv_tokens(ck);
   return ck;
 }
 

@@ -1,12 +1,46 @@
 #include "engine/image_prompt.h"
 
 #include "core/error.h"
+#include "engine/minicpmv_images.h"
 
 namespace ferry {
+
+namespace {
+
+ImagePrompt expand_minicpmv(const VisionConfig& v, std::span<const int32_t> ids, int64_t inputs,
+                            int64_t first_position) {
+  const MiniCpmvTokenIds marks{v.boi_id, v.eoi_id, v.slice_start_id, v.slice_end_id, v.unk_id};
+  if (v.boi_id < 0 || v.eoi_id < 0 || v.slice_start_id < 0 || v.slice_end_id < 0 || v.unk_id < 0) {
+    fail(ErrorKind::Usage, "the model's image token ids are unknown (<image>, </image>, <slice>, </slice>, <unk>)");
+  }
+  const std::vector<ImageBound> bounds = minicpmv_image_bounds(ids, marks, v.query_num);
+  if (static_cast<int64_t>(bounds.size()) != inputs) {
+    fail(ErrorKind::Usage, "{} vision input(s) given but the prompt has {} image/slice span(s)", inputs, bounds.size());
+  }
+  ImagePrompt out;
+  out.tokens.assign(ids.begin(), ids.end());
+  out.image_row.assign(ids.size(), -1);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    out.positions.push_back(static_cast<int32_t>(first_position + static_cast<int64_t>(i)));
+  }
+  int32_t row = 0;
+  for (const ImageBound& b : bounds) {
+    for (int64_t k = b.start; k < b.end; ++k) out.image_row[static_cast<size_t>(k)] = row++;
+  }
+  out.next_position = first_position + static_cast<int64_t>(ids.size());
+  return out;
+}
+
+}  // namespace
+
+int64_t image_rows_per_input(const VisionConfig& vision) {
+  return vision.family == VisionFamily::MiniCpmv ? vision.query_num : vision.text_tokens();
+}
 
 ImagePrompt expand_image_prompt(const VisionConfig& vision, std::span<const int32_t> ids, int64_t images,
                                 int64_t first_position) {
   if (!vision.present()) fail(ErrorKind::Usage, "this model has no vision tower: it takes no images");
+  if (vision.family == VisionFamily::MiniCpmv) return expand_minicpmv(vision, ids, images, first_position);
   const int64_t patches = vision.text_tokens() - 2;
   ImagePrompt out;
   int64_t image = 0;

@@ -65,6 +65,11 @@ VisionConfig glm4v_vision_from_hf(const nlohmann::json& j, const nlohmann::json&
   if (!v.is_object()) fail(ErrorKind::Config, "{}: vision_config must be an object", s);
   const std::string vs = s + " (vision_config)";
   VisionConfig c;
+  c.family = VisionFamily::Glm4v;
+  c.layout = VisionLayout::Eva2Clip;
+  c.class_token = true;
+  c.norm_after_sublayer = true;
+  c.fused_qkv = true;
   c.n_layer = to_int(json_int(v, "num_hidden_layers", vs, "the vision tower's depth"), "num_hidden_layers", vs);
   c.hidden = to_int(json_int(v, "hidden_size", vs, "the vision tower's width"), "hidden_size", vs);
   c.n_head = to_int(json_int(v, "num_heads", vs, "the vision tower's attention"), "num_heads", vs);
@@ -79,6 +84,60 @@ VisionConfig glm4v_vision_from_hf(const nlohmann::json& j, const nlohmann::json&
   c.eoi_id = to_int(json_int(j, "eoi_token_id", s, "GLM-4V's end-of-image token"), "eoi_token_id", s);
   if (const std::string act = json_opt_string(v, "hidden_act", vs).value_or("gelu"); act != "gelu") {
     fail(ErrorKind::Unsupported, "{}: vision hidden_act '{}' is not supported (GLM-4V uses gelu)", vs, act);
+  }
+  return c;
+}
+
+// MiniCPM-V 2.6's SigLIP NaViT tower ("vision_config"), its resampler and slicing (config.json's
+// query_num and slice_config). The token ids of <image>, <slice> ... come from the tokenizer
+// (resolve_image_tokens in engine/checkpoint.cpp).
+VisionConfig minicpmv_vision_from_hf(const nlohmann::json& j, const std::string& s) {
+  const auto it = j.find("vision_config");
+  if (it == j.end() || !it->is_object()) fail(ErrorKind::Config, "{}: MiniCPM-V needs a vision_config object", s);
+  const nlohmann::json& v = *it;
+  const std::string vs = s + " (vision_config)";
+  if (const std::string type = json_opt_string(v, "model_type", vs).value_or("siglip"); type != "siglip") {
+    fail(ErrorKind::Unsupported, "{}: vision model_type '{}' is not supported (MiniCPM-V 2.6 uses siglip)", vs, type);
+  }
+  VisionConfig c;
+  c.family = VisionFamily::MiniCpmv;
+  c.layout = VisionLayout::Siglip;
+  c.class_token = false;
+  c.bucketed_positions = true;
+  c.norm_after_sublayer = false;
+  c.fused_qkv = false;
+  c.final_norm = true;
+  c.n_layer = to_int(json_int(v, "num_hidden_layers", vs, "the vision tower's depth"), "num_hidden_layers", vs);
+  c.hidden = to_int(json_int(v, "hidden_size", vs, "the vision tower's width"), "hidden_size", vs);
+  c.n_head = to_int(json_int(v, "num_attention_heads", vs, "the vision tower's attention"), "num_attention_heads", vs);
+  c.ffn = to_int(json_int(v, "intermediate_size", vs, "the vision MLP width"), "intermediate_size", vs);
+  c.patch = to_int(json_int(v, "patch_size", vs, "the patch size"), "patch_size", vs);
+  c.image_size = to_int(json_int(v, "image_size", vs, "the position table's side in pixels"), "image_size", vs);
+  c.in_channels = to_int(json_opt_int(v, "num_channels", vs).value_or(3), "num_channels", vs);
+  c.n_positions = static_cast<int>(c.patches());
+  c.norm_eps = static_cast<float>(json_opt_float(v, "layer_norm_eps", vs).value_or(1e-6));
+  // SigLIP's default activation is the tanh approximation; 2.6's vision_config does not name one.
+  const std::string act = json_opt_string(v, "hidden_act", vs).value_or("gelu_pytorch_tanh");
+  if (act == "gelu_pytorch_tanh" || act == "gelu_new") {
+    c.gelu_tanh = true;
+  } else if (act != "gelu") {
+    fail(ErrorKind::Unsupported, "{}: vision hidden_act '{}' is not supported (gelu_pytorch_tanh or gelu)", vs, act);
+  }
+  c.query_num = to_int(json_int(j, "query_num", s, "the resampler's queries"), "query_num", s);
+  if (json_opt_bool(j, "drop_vision_last_layer", s).value_or(false)) {
+    fail(ErrorKind::Unsupported, "{}: drop_vision_last_layer: true (MiniCPM-Llama3-V 2.5) is not supported", s);
+  }
+  const bool slicing = json_opt_bool(j, "slice_mode", s).value_or(true);
+  const std::string ss = s + " (slice_config)";
+  const auto sc = j.find("slice_config");
+  const nlohmann::json empty = nlohmann::json::object();
+  const nlohmann::json& slice = sc != j.end() && sc->is_object() ? *sc : empty;
+  c.scale_resolution = to_int(json_opt_int(slice, "scale_resolution", ss).value_or(448), "scale_resolution", ss);
+  const int64_t slices = json_opt_int(slice, "max_slice_nums", ss).value_or(9);
+  if (slices < 0 || slices > 64) fail(ErrorKind::Config, "{}: max_slice_nums {} is outside 0..64", ss, slices);
+  c.max_slices = slicing ? static_cast<int>(slices) : 0;
+  if (const int64_t p = json_opt_int(slice, "patch_size", ss).value_or(c.patch); p != c.patch) {
+    fail(ErrorKind::Config, "{}: patch_size {} differs from the vision tower's {}", ss, p, c.patch);
   }
   return c;
 }
@@ -204,10 +263,18 @@ ModelConfig model_config_from_hf(const nlohmann::json& config, const nlohmann::j
     c = chatglm_from_hf(config, source);
   } else if (model_type == "llama" || model_type == "qwen2" || model_type == "glm" || model_type == "glm4") {
     c = decoder_from_hf(config, source, model_type);
+  } else if (model_type == "minicpmv") {
+    // MiniCPM-V 2.6: a Qwen2 under "llm.", a SigLIP tower under "vpm.", a resampler.
+    if (const double version = json_opt_float(config, "version", source).value_or(2.6); version != 2.6) {
+      fail(ErrorKind::Unsupported, "{}: MiniCPM-V version {} is not supported (ferry runs 2.6)", source, version);
+    }
+    c = decoder_from_hf(config, source, "qwen2");
+    c.tensor_prefix = "llm.";
+    c.vision = minicpmv_vision_from_hf(config, source);
   } else {
     fail(ErrorKind::Unsupported,
-         "{}: model_type '{}' (architecture '{}') is not supported; ferry runs llama, qwen2, glm, glm4 and chatglm "
-         "checkpoints",
+         "{}: model_type '{}' (architecture '{}') is not supported; ferry runs llama, qwen2, glm, glm4, chatglm and "
+         "minicpmv checkpoints",
          source, model_type, arch);
   }
   c.architecture = arch.empty() ? model_type : arch;

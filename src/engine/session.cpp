@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "engine/image_prompt.h"
+#include "models/resampler.h"
 #include "models/vision.h"
 
 namespace ferry {
@@ -182,64 +183,90 @@ std::vector<float> Session::eval_chunked(std::span<const int32_t> tokens, std::s
   return all;
 }
 
-PreparedGraph& Session::vision_graph(const Tensor& pixels) {
+PreparedGraph& Session::vision_graph(const VisionBatch& batch) {
   const VisionConfig& v = spec_.config.vision;
   if (!v.present()) fail(ErrorKind::Usage, "this model has no vision tower: it takes no images");
-  if (pixels.dtype() != DType::F32 || pixels.rank() != 4 || pixels.dim(1) != v.in_channels ||
-      pixels.dim(2) != v.image_size || pixels.dim(3) != v.image_size) {
-    fail(ErrorKind::Usage, "pixels '{}' are {} {}, but the vision tower takes f32 [images, {}, {}, {}]", pixels.name(),
-         dtype_name(pixels.dtype()), pixels.shape().str(), v.in_channels, v.image_size, v.image_size);
+  int64_t patches = 0;
+  int64_t tokens = 0;
+  for (const VisionGrid& g : batch.grids) {
+    patches += g.patches();
+    tokens += tower_tokens(v, g);
   }
-  const int64_t images = pixels.dim(0);
+  const int64_t row = int64_t{v.in_channels} * v.patch * v.patch;
+  if (static_cast<int64_t>(batch.patches.size()) != patches * row ||
+      static_cast<int64_t>(batch.positions.size()) != tokens) {
+    fail(ErrorKind::Usage,
+         "a vision batch of {} input(s) ({} patches) needs {} patch values and {} positions, got {} and {}",
+         batch.grids.size(), patches, patches * row, tokens, batch.patches.size(), batch.positions.size());
+  }
+  for (int32_t p : batch.positions) {
+    if (p < 0 || p >= v.n_positions) {
+      fail(ErrorKind::Usage, "vision position {} is outside the position table [0, {})", p, v.n_positions);
+    }
+  }
   auto it =
-      std::find_if(vision_graphs_.begin(), vision_graphs_.end(), [&](const auto& g) { return g.first == images; });
+      std::find_if(vision_graphs_.begin(), vision_graphs_.end(), [&](const auto& g) { return g.first == batch.grids; });
   if (it == vision_graphs_.end()) {
-    vision_graphs_.emplace_back(images, std::make_unique<PreparedGraph>(build_vision_graph(spec_, images)));
+    vision_graphs_.emplace_back(batch.grids, std::make_unique<PreparedGraph>(build_vision_graph(spec_, batch.grids)));
     it = vision_graphs_.end() - 1;
   }
   return *it->second;
 }
 
-Executor::Inputs Session::vision_inputs(const Tensor& pixels) const {
-  const std::vector<int32_t> ids = vision_positions(spec_.config.vision, pixels.dim(0));
-  Tensor positions = Tensor::host(DType::I32, Shape{static_cast<int64_t>(ids.size())}, "vision_positions");
-  std::memcpy(positions.data(), ids.data(), ids.size() * sizeof(int32_t));
-  return {{"pixels", pixels}, {"vision_positions", positions}};
+Executor::Inputs Session::vision_inputs(const VisionBatch& batch) const {
+  const VisionConfig& v = spec_.config.vision;
+  const auto host = [](DType dtype, Shape shape, const void* data, const char* name) {
+    Tensor t = Tensor::host(dtype, shape, name);
+    std::memcpy(t.data(), data, t.nbytes());
+    return t;
+  };
+  const auto patches = static_cast<int64_t>(batch.patches.size()) / (int64_t{v.in_channels} * v.patch * v.patch);
+  Executor::Inputs in{{"patches", host(DType::F32, Shape{patches, int64_t{v.in_channels} * v.patch * v.patch},
+                                       batch.patches.data(), "patches")},
+                      {"vision_positions", host(DType::I32, Shape{static_cast<int64_t>(batch.positions.size())},
+                                                batch.positions.data(), "vision_positions")}};
+  if (v.family == VisionFamily::MiniCpmv) {
+    const std::vector<float> pos = resampler_positions(spec_.config.hidden, batch.grids);
+    in.emplace("resampler_positions",
+               host(DType::F32, Shape{patches, spec_.config.hidden}, pos.data(), "resampler_positions"));
+  }
+  return in;
 }
 
-std::vector<float> Session::encode_images(const Tensor& pixels) {
-  PreparedGraph& graph = vision_graph(pixels);
+std::vector<float> Session::encode_images(const VisionBatch& batch) {
+  PreparedGraph& graph = vision_graph(batch);
   const Value& out = graph.graph().value(graph.graph().outputs()[0]);
   std::vector<float> embeds(static_cast<size_t>(out.shape.numel()));
   Tensor into = Tensor::view(Storage::view(embeds.data(), embeds.size() * sizeof(float), nullptr), 0, out.dtype,
                              out.shape, out.name);
-  executor_.run(graph, vision_inputs(pixels), std::span<Tensor>(&into, 1));
+  executor_.run(graph, vision_inputs(batch), std::span<Tensor>(&into, 1));
   record_peaks();
   return embeds;
 }
 
-Tensor Session::encode_images_on_device(const Tensor& pixels) {
-  PreparedGraph& graph = vision_graph(pixels);
-  std::vector<Tensor> out = executor_.run_outputs_on_device(graph, vision_inputs(pixels));
+Tensor Session::encode_images_on_device(const VisionBatch& batch) {
+  PreparedGraph& graph = vision_graph(batch);
+  std::vector<Tensor> out = executor_.run_outputs_on_device(graph, vision_inputs(batch));
   record_peaks();
   return std::move(out.at(0));
 }
 
-void Session::attach_images(std::vector<float> image_embeds, int64_t images) {
-  attach_images(host_rows(image_embeds, spec_.config.hidden), images);
+void Session::attach_images(std::vector<float> image_embeds, int64_t inputs) {
+  attach_images(host_rows(image_embeds, spec_.config.hidden), inputs);
 }
 
-void Session::attach_images(Tensor image_embeds, int64_t images) {
+void Session::attach_images(Tensor image_embeds, int64_t inputs) {
   const VisionConfig& v = spec_.config.vision;
   if (!v.present()) fail(ErrorKind::Usage, "this model has no vision tower: it takes no images");
-  if (images <= 0 || !image_embeds.defined() || image_embeds.dtype() != DType::F32 ||
-      !(image_embeds.shape() == Shape{images * v.text_tokens(), spec_.config.hidden})) {
-    fail(ErrorKind::Usage, "image embeddings {} do not hold {} image(s) of {} rows x {}",
-         image_embeds.defined() ? image_embeds.shape().str() : std::string("(none)"), images, v.text_tokens(),
+  const int64_t rows = inputs * image_rows_per_input(v);
+  if (inputs <= 0 || !image_embeds.defined() || image_embeds.dtype() != DType::F32 ||
+      !(image_embeds.shape() == Shape{rows, spec_.config.hidden})) {
+    fail(ErrorKind::Usage, "image embeddings {} do not hold {} vision input(s) of {} rows x {}",
+         image_embeds.defined() ? image_embeds.shape().str() : std::string("(none)"), inputs, image_rows_per_input(v),
          spec_.config.hidden);
   }
   attached_embeds_ = std::move(image_embeds);
-  attached_images_ = images;
+  attached_images_ = inputs;
 }
 
 void Session::record_peaks() {

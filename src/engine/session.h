@@ -10,12 +10,21 @@
 #include <vector>
 
 #include "models/decoder.h"
+#include "models/vision_tower.h"
 #include "runtime/executor.h"
 #include "runtime/placement.h"
 #include "runtime/state_store.h"
 #include "runtime/weight_store.h"
 
 namespace ferry {
+
+// The vision tower's inputs for one or more vision inputs (images, or an image's slices), on the
+// host, as an image processor (engine/image_processor.h) makes them.
+struct VisionBatch {
+  std::vector<VisionGrid> grids;   // per vision input, in order
+  std::vector<float> patches;      // [sum patches, channels * patch * patch] (build_tower's "patches")
+  std::vector<int32_t> positions;  // [sum tower tokens] (build_tower's "vision_positions")
+};
 
 class Session {
  public:
@@ -32,14 +41,14 @@ class Session {
   // Positions n_past .. n_past + n - 1.
   std::vector<float> eval(std::span<const int32_t> tokens, bool all_logits = false);
 
-  // GLM-4V: runs the vision tower and projector (graph of models/vision.h) on `pixels`, a host f32
-  // tensor [images, channels, size, size]; returns the image embeddings [images * text_tokens,
-  // hidden] row-major, copied to host. Error(Usage) for a model without vision or a wrong pixel shape.
-  std::vector<float> encode_images(const Tensor& pixels);
-  // The same, left on the projector's device (f32 [images * text_tokens, hidden]): handed to
-  // attach_images, they reach the text embedding's device by one device-to-device copy.
-  Tensor encode_images_on_device(const Tensor& pixels);
-  // GLM-4V: eval with image embeddings spliced in: token t takes row image_row[t] of
+  // Runs the vision tower and projector (models/vision.h) on `batch`; returns the image
+  // embeddings [rows, hidden] row-major (vision_rows() per input), copied to host. Error(Usage) for
+  // a model without vision or a batch whose sizes disagree.
+  std::vector<float> encode_images(const VisionBatch& batch);
+  // The same, left on the projector's device (f32 [rows, hidden]): handed to attach_images, they
+  // reach the text embedding's device by one device-to-device copy.
+  Tensor encode_images_on_device(const VisionBatch& batch);
+  // Eval with image embeddings spliced in: token t takes row image_row[t] of
   // `image_embeds` ([rows, hidden] row-major, from encode_images) when image_row[t] >= 0, else its
   // token embedding (tokens[t] must still be a valid id).
   std::vector<float> eval_with_images(std::span<const int32_t> tokens, std::span<const int32_t> positions,
@@ -49,11 +58,12 @@ class Session {
   std::vector<float> eval_with_images(std::span<const int32_t> tokens, std::span<const int32_t> positions,
                                       std::span<const int32_t> image_row, const Tensor& image_embeds,
                                       bool all_logits = false);
-  // GLM-4V: image embeddings (from encode_images) for the next eval(tokens), which expands its
-  // begin-of-image spans into them at the session's next position (expand_image_prompt) and
-  // consumes them, so callers that only feed ids (the generation loop) take images unchanged.
-  void attach_images(std::vector<float> image_embeds, int64_t images);
-  void attach_images(Tensor image_embeds, int64_t images);  // from encode_images_on_device
+  // Image embeddings (from encode_images) of `inputs` vision inputs for the next eval(tokens),
+  // which places them at the prompt's image spans (expand_image_prompt, from the session's next
+  // position) and consumes them, so callers that only feed ids (the generation loop) take images
+  // unchanged.
+  void attach_images(std::vector<float> image_embeds, int64_t inputs);
+  void attach_images(Tensor image_embeds, int64_t inputs);  // from encode_images_on_device
   bool has_attached_images() const { return attached_images_ > 0; }
 
   int64_t n_past() const { return n_past_; }  // cache rows filled
@@ -78,7 +88,7 @@ class Session {
         : n_tokens(n), all_logits(all), image_rows(images), graph(std::move(g)) {}
     int64_t n_tokens = 0;
     bool all_logits = false;
-    int64_t image_rows = 0;  // > 0: the GLM-4V step taking image embeddings
+    int64_t image_rows = 0;  // > 0: the step taking image embeddings
     PreparedGraph graph;
     Tensor tokens;       // [n_tokens] i32, rewritten every step
     Tensor positions;    // [n_tokens] i32
@@ -92,8 +102,8 @@ class Session {
                                std::span<const int32_t> image_row = {}, const Tensor* image_embeds = nullptr);
   std::vector<float> eval_chunked(std::span<const int32_t> tokens, std::span<const int32_t> positions,
                                   std::span<const int32_t> image_row, const Tensor* image_embeds, bool all_logits);
-  PreparedGraph& vision_graph(const Tensor& pixels);           // checks the pixels' shape
-  Executor::Inputs vision_inputs(const Tensor& pixels) const;  // pixels and their positions
+  PreparedGraph& vision_graph(const VisionBatch& batch);  // checks the batch's sizes
+  Executor::Inputs vision_inputs(const VisionBatch& batch) const;
   void record_peaks();
 
   const ModelSpec& spec_;
@@ -104,8 +114,8 @@ class Session {
   int64_t n_past_ = 0;
   int64_t next_pos_ = 0;
   std::vector<std::unique_ptr<StepGraph>> step_graphs_;
-  std::vector<std::pair<int64_t, std::unique_ptr<PreparedGraph>>> vision_graphs_;  // by image count
-  Tensor attached_embeds_;                                                         // for the next eval(tokens)
+  std::vector<std::pair<std::vector<VisionGrid>, std::unique_ptr<PreparedGraph>>> vision_graphs_;  // by grids
+  Tensor attached_embeds_;  // for the next eval(tokens)
   int64_t attached_images_ = 0;
   std::vector<std::pair<std::string, size_t>> peaks_;  // device -> highest step peak  // the most recently used last
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
@@ -28,6 +29,32 @@ bool usable_in_place(const TensorRecord& record, DType compute_dtype, const Devi
   const size_t element = dtype_traits(record.dtype).is_quantized ? 2 : dtype_traits(record.dtype).block_bytes;
   return device.host_addressable() && record.dtype == compute_dtype && record.file != nullptr &&
          address % std::max<size_t>(1, element) == 0;
+}
+
+// The part of `record` a transformed parameter reads, as a host tensor in the parameter's shape:
+// a range of rows (elements, for a vector) viewed in place, transposed into a new buffer.
+Tensor transformed_source(const TensorRecord& record, const ParamSpec& p) {
+  const Tensor whole = record.view();
+  const int64_t cols = whole.rank() == 1 ? 1 : whole.shape().last();
+  const int64_t rows = whole.shape().numel() / cols;
+  const WeightTransform& t = p.transform;
+  const int64_t count = t.rows < 0 ? rows - t.first_row : t.rows;
+  if (t.first_row < 0 || count <= 0 || t.first_row + count > rows) {
+    fail(ErrorKind::Internal, "rows {}..{} of '{}' are outside its {} rows", t.first_row, t.first_row + count,
+         record.name, rows);
+  }
+  Tensor part = row_range(whole.reshape(Shape{rows, cols}), t.first_row, count);
+  if (!t.transpose) return part.reshape(p.shape);
+  const size_t element = dtype_traits(record.dtype).block_bytes;
+  Tensor out = Tensor::host(record.dtype, Shape{cols, count}, p.name);
+  const auto* src = static_cast<const uint8_t*>(part.data());
+  auto* dst = static_cast<uint8_t*>(out.data());
+  for (int64_t r = 0; r < count; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      std::memcpy(dst + (c * count + r) * element, src + (r * cols + c) * element, element);
+    }
+  }
+  return out.reshape(p.shape);
 }
 
 }  // namespace
@@ -86,8 +113,18 @@ void load_weights(const Checkpoint& ckpt, const Placement& placement, WeightStor
     Device& device = placement.device_of(module.name);
     for (const auto& p : module.params) {
       if (weights.find(p.name) != nullptr) continue;  // tied: already loaded by an earlier module
-      const TensorRecord* record = ckpt.tensors.find(p.name);
-      if (record == nullptr) fail(ErrorKind::Internal, "{}: tensor '{}' vanished after validation", ckpt.path, p.name);
+      const TensorRecord* record = ckpt.tensors.find(p.checkpoint_name());
+      if (record == nullptr) {
+        fail(ErrorKind::Internal, "{}: tensor '{}' vanished after validation", ckpt.path, p.checkpoint_name());
+      }
+      if (p.transform.any()) {
+        // Split or transposed once here, so no step copies it (its pages stay mapped for the
+        // other parts of the same tensor).
+        weights.add(p.name, materialize_weight(transformed_source(*record, p), device, p.compute_dtype, p.name));
+        done += dtype_bytes(record->dtype, static_cast<uint64_t>(p.shape.numel())).value_or(0);
+        if (progress) progress(std::min(done, total), total);
+        continue;
+      }
       if (usable_in_place(*record, p.compute_dtype, device)) {
         auto storage = device.adopt(const_cast<uint8_t*>(record->data), record->nbytes, record->file, p.name);
         weights.add(p.name, Tensor::view(std::move(storage), 0, p.compute_dtype, p.shape, p.name));

@@ -5,6 +5,8 @@
 #include <unordered_set>
 
 #include "core/error.h"
+#include "models/spec_collector.h"
+#include "models/vision.h"
 
 namespace ferry {
 
@@ -65,99 +67,12 @@ uint64_t ModelSpec::parameter_count() const {
 
 namespace {
 
-// Collects the parameters of one module, remembering every problem so the error lists them all.
-class SpecCollector {
- public:
-  // With `assumed` set, every tensor is taken to exist with the expected shape in that dtype (a
-  // spec from config.json alone, for planning); `lookup` is not called.
-  SpecCollector(const ModelConfig& config, const TensorLookup& lookup, std::optional<DType> assumed)
-      : config_(config), lookup_(lookup), assumed_(assumed) {}
-
-  void add(ModuleSpec& module, LogicalTensor role, int layer, const Shape& expected, bool optional = false) {
-    const auto name = tensor_name(config_.layout, role, layer);
-    if (!name) {
-      if (!optional) {
-        problems_.push_back(fmt::format("{} has no name for '{}' in this checkpoint layout",
-                                        family_name(config_.family), logical_tensor_name(role)));
-      }
-      return;
-    }
-    add_named(module, *name, role, layer, expected, optional);
-  }
-
-  // A tensor outside the logical-tensor table (the vision tower's), by its checkpoint name.
-  void add_named(ModuleSpec& module, const std::string& name, LogicalTensor role, int layer, const Shape& expected,
-                 bool optional = false) {
-    const auto stored = assumed_ ? std::optional<StoredTensor>(assumed_tensor(expected)) : lookup_(name);
-    if (!stored) {
-      if (!optional) {
-        if (missing_.size() < kMissingShown) missing_.push_back(name);
-        ++n_missing_;
-      }
-      return;
-    }
-    // A [N] vector may be stored as [N] or [1, N]; matrices must match exactly.
-    const bool vector_ok = expected.rank == 1 && stored->shape.numel() == expected[0];
-    if (!(stored->shape == expected) && !vector_ok) {
-      problems_.push_back(
-          fmt::format("tensor '{}' has shape {}, but the config needs {}", name, stored->shape.str(), expected.str()));
-      return;
-    }
-    ParamSpec p;
-    p.name = name;
-    p.role = role;
-    p.layer = role != LogicalTensor::Count && layer_class(role) == LayerClass::Repeating ? layer : -1;
-    p.stored_dtype = stored->dtype;
-    p.compute_dtype = expected.rank == 1 ? DType::F32 : stored->dtype;
-    p.shape = expected;
-    module.params.push_back(std::move(p));
-  }
-
-  StoredTensor assumed_tensor(const Shape& expected) const {
-    const bool whole_blocks =
-        expected.rank > 0 && expected[expected.rank - 1] % dtype_traits(*assumed_).block_size == 0;
-    return StoredTensor{whole_blocks ? *assumed_ : DType::F16, expected};
-  }
-
-  bool has(LogicalTensor role, int layer = 0) const {
-    const auto name = tensor_name(config_.layout, role, layer);
-    return name && lookup_(*name).has_value();
-  }
-
-  void finish(const std::string& source) const {
-    if (missing_.empty() && problems_.empty()) return;
-    std::string msg =
-        fmt::format("{}: the tensors do not fit the {} model the config describes{}:", source,
-                    family_name(config_.family), config_.architecture.empty() ? "" : " (" + config_.architecture + ")");
-    if (n_missing_ > 0) {
-      msg += fmt::format("\n  {} missing tensor(s):", n_missing_);
-      for (const auto& name : missing_) msg += "\n    " + name;
-      if (missing_.size() < n_missing_) msg += fmt::format("\n    ... and {} more", n_missing_ - missing_.size());
-    }
-    for (const auto& p : problems_) msg += "\n  " + p;
-    msg += config_.layout == TensorLayout::Gguf
-               ? "\n  the GGUF metadata does not describe these tensors: the file may be damaged or from another "
-                 "converter"
-               : "\n  check that config.json belongs to these weights and that every shard is present";
-    throw Error(ErrorKind::Shape, msg);
-  }
-
- private:
-  const ModelConfig& config_;
-  const TensorLookup& lookup_;
-  std::optional<DType> assumed_;
-  static constexpr size_t kMissingShown = 12;
-  std::vector<std::string> missing_;  // the first kMissingShown
-  size_t n_missing_ = 0;
-  std::vector<std::string> problems_;
-};
-
 // Layers the checkpoint holds, counted by their first norm (bounded by what exists, so a config
 // that claims a billion layers costs nothing).
 int count_layers(const ModelConfig& config, const TensorLookup& lookup) {
   int n = 0;
   while (n < config.n_layer) {
-    const auto name = tensor_name(config.layout, LogicalTensor::AttnNorm, n);
+    const auto name = tensor_name(config, LogicalTensor::AttnNorm, n);
     if (!name || !lookup(*name)) break;
     ++n;
   }
@@ -167,53 +82,6 @@ int count_layers(const ModelConfig& config, const TensorLookup& lookup) {
 }  // namespace
 
 namespace {
-
-// GLM-4V's EVA2-CLIP tower (THUDM visual.py names): the patch embedding and the transformer are one
-// unit, "vision"; what maps its output into the text's width (2x2 conv, GLU, boi/eoi) is "projector".
-void add_vision_modules(ModelSpec& spec, SpecCollector& c) {
-  const VisionConfig& v = spec.config.vision;
-  const int64_t D = v.hidden;
-  const int64_t H = spec.config.hidden;
-  const int64_t F = spec.config.ffn;
-  const std::string root = "transformer.vision.";
-  const auto vec = [](int64_t n) { return Shape{n}; };
-  ModuleSpec tower{vision_module(), {}, 0};
-  const std::string pe = root + "patch_embedding.";
-  c.add_named(tower, pe + "proj.weight", LogicalTensor::Count, -1, Shape{D, v.in_channels, v.patch, v.patch});
-  c.add_named(tower, pe + "proj.bias", LogicalTensor::Count, -1, vec(D));
-  c.add_named(tower, pe + "cls_embedding", LogicalTensor::Count, -1, Shape{1, D});
-  c.add_named(tower, pe + "position_embedding.weight", LogicalTensor::Count, -1, Shape{v.n_positions, D});
-  for (int l = 0; l < v.n_layer; ++l) {
-    const std::string p = fmt::format("{}transformer.layers.{}.", root, l);
-    c.add_named(tower, p + "input_layernorm.weight", LogicalTensor::Count, -1, vec(D));
-    c.add_named(tower, p + "input_layernorm.bias", LogicalTensor::Count, -1, vec(D));
-    c.add_named(tower, p + "attention.query_key_value.weight", LogicalTensor::Count, -1, Shape{3 * D, D});
-    c.add_named(tower, p + "attention.query_key_value.bias", LogicalTensor::Count, -1, vec(3 * D));
-    c.add_named(tower, p + "attention.dense.weight", LogicalTensor::Count, -1, Shape{D, D});
-    c.add_named(tower, p + "attention.dense.bias", LogicalTensor::Count, -1, vec(D));
-    c.add_named(tower, p + "post_attention_layernorm.weight", LogicalTensor::Count, -1, vec(D));
-    c.add_named(tower, p + "post_attention_layernorm.bias", LogicalTensor::Count, -1, vec(D));
-    c.add_named(tower, p + "mlp.fc1.weight", LogicalTensor::Count, -1, Shape{v.ffn, D});
-    c.add_named(tower, p + "mlp.fc1.bias", LogicalTensor::Count, -1, vec(v.ffn));
-    c.add_named(tower, p + "mlp.fc2.weight", LogicalTensor::Count, -1, Shape{D, v.ffn});
-    c.add_named(tower, p + "mlp.fc2.bias", LogicalTensor::Count, -1, vec(D));
-  }
-  spec.modules.push_back(std::move(tower));
-
-  ModuleSpec proj{projector_module(), {}, 0};
-  c.add_named(proj, root + "conv.weight", LogicalTensor::Count, -1, Shape{H, D, 2, 2});
-  c.add_named(proj, root + "conv.bias", LogicalTensor::Count, -1, vec(H));
-  const std::string lp = root + "linear_proj.";
-  c.add_named(proj, lp + "linear_proj.weight", LogicalTensor::Count, -1, Shape{H, H});
-  c.add_named(proj, lp + "norm1.weight", LogicalTensor::Count, -1, vec(H));
-  c.add_named(proj, lp + "norm1.bias", LogicalTensor::Count, -1, vec(H));
-  c.add_named(proj, lp + "gate_proj.weight", LogicalTensor::Count, -1, Shape{F, H});
-  c.add_named(proj, lp + "dense_h_to_4h.weight", LogicalTensor::Count, -1, Shape{F, H});
-  c.add_named(proj, lp + "dense_4h_to_h.weight", LogicalTensor::Count, -1, Shape{H, F});
-  c.add_named(proj, root + "boi", LogicalTensor::Count, -1, Shape{1, 1, H});
-  c.add_named(proj, root + "eoi", LogicalTensor::Count, -1, Shape{1, 1, H});
-  spec.modules.push_back(std::move(proj));
-}
 
 ModelSpec build_spec(const ModelConfig& config, const TensorLookup& lookup, const std::string& source,
                      std::optional<DType> assumed_dtype) {

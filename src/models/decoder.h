@@ -16,13 +16,27 @@
 
 namespace ferry {
 
+// What the loader does to a stored tensor before the graph reads it, once at load instead of on
+// every step: take a range of its rows (one part of a fused projection), transpose a matrix, and
+// read it in another shape with the same elements (ParamSpec::shape; a conv kernel as a matrix).
+struct WeightTransform {
+  int64_t first_row = 0;
+  int64_t rows = -1;  // -1: every row
+  bool transpose = false;
+  bool any() const { return first_row != 0 || rows >= 0 || transpose; }
+};
+
 struct ParamSpec {
-  std::string name;  // checkpoint name
+  std::string name;    // the name the graph reads it by: the checkpoint name unless transformed
+  std::string source;  // the checkpoint tensor it comes from (empty: `name`)
+  WeightTransform transform;
   LogicalTensor role = LogicalTensor::Count;
   int layer = -1;  // -1 for input/output tensors
   DType stored_dtype = DType::F32;
   DType compute_dtype = DType::F32;  // matrices keep their stored dtype; vectors (norms, biases) become f32
-  Shape shape;
+  Shape shape;                       // as the graph reads it
+
+  const std::string& checkpoint_name() const { return source.empty() ? name : source; }
 };
 
 struct ModuleSpec {
@@ -59,8 +73,9 @@ ModelSpec make_decoder_spec(const ModelConfig& config, const TensorLookup& looku
 // vectors f32.
 ModelSpec make_decoder_spec_from_config(const ModelConfig& config, DType matrix_dtype, const std::string& source);
 
-// Module names (the placement units). GLM-4V adds vision_module() (patch embedding + transformer)
-// and projector_module() (2x2 conv, GLU, boi/eoi) before embed_module().
+// Module names (the placement units). A vision-language model adds vision_module() (patch
+// embedding + transformer) and projector_module() (GLM-4V's conv + GLU, MiniCPM-V's resampler)
+// before embed_module().
 std::string vision_module();
 std::string projector_module();
 std::string embed_module();

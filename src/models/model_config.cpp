@@ -22,6 +22,31 @@ const char* family_name(Family family) {
   return "unknown";
 }
 
+const char* vision_family_name(VisionFamily family) {
+  switch (family) {
+    case VisionFamily::None:
+      return "none";
+    case VisionFamily::Glm4v:
+      return "glm4v";
+    case VisionFamily::MiniCpmv:
+      return "minicpmv";
+  }
+  return "unknown";
+}
+
+int64_t VisionConfig::max_patches_per_input() const {
+  if (family != VisionFamily::MiniCpmv) return patches();
+  // A MiniCPM-V input holds about scale_resolution^2 pixels: find_best_resize keeps the area near
+  // S^2 and rounds each side to whole patches (at most half a patch up each way).
+  const int64_t side = scale_resolution / patch + 1;
+  return side * side;
+}
+
+int64_t VisionConfig::text_tokens() const {
+  if (family == VisionFamily::MiniCpmv) return static_cast<int64_t>(query_num) * max_inputs_per_image();
+  return image_size / patch / 2 * (image_size / patch / 2) + 2;
+}
+
 namespace {
 
 void vision_validate(const VisionConfig& v, const std::string& source) {
@@ -38,6 +63,23 @@ void vision_validate(const VisionConfig& v, const std::string& source) {
   if (v.hidden % v.n_head != 0) {
     fail(ErrorKind::Config, "{}: vision_config hidden_size {} is not divisible by num_heads {}", source, v.hidden,
          v.n_head);
+  }
+  if (v.family == VisionFamily::MiniCpmv) {
+    positive("query_num", v.query_num);
+    positive("slice_config scale_resolution", v.scale_resolution);
+    if (v.image_size % v.patch != 0 || v.image_size > 65536 || v.n_positions != v.patches()) {
+      fail(ErrorKind::Config,
+           "{}: vision_config image_size {} must be a multiple of the patch size {} (at most 65536), with one "
+           "position per patch of it ({} rows, the table has {})",
+           source, v.image_size, v.patch, v.patches(), v.n_positions);
+    }
+    if (v.scale_resolution % v.patch != 0 || v.scale_resolution > 65536 || v.max_slices < 0 || v.max_slices > 64) {
+      fail(ErrorKind::Config,
+           "{}: slice_config scale_resolution {} must be a multiple of the patch size {} (at most 65536) and "
+           "max_slice_nums {} within 0..64",
+           source, v.scale_resolution, v.patch, v.max_slices);
+    }
+    return;
   }
   if (v.image_size % (2 * v.patch) != 0 || v.image_size > 65536) {
     fail(ErrorKind::Config,

@@ -26,26 +26,69 @@ enum class TensorLayout : uint8_t {
   Gguf,       // blk.N.attn_q.weight ... (llama.cpp names)
 };
 
-// GLM-4V's EVA2-CLIP vision tower (config.json "vision_config"); absent when n_layer is 0.
+// A vision-language model's image side. The tower is one transformer for every family, its
+// differences flags (as the decoder's are); the projector that maps its output into the text's
+// width and the way a prompt makes room for images are per family.
+enum class VisionFamily : uint8_t {
+  None,
+  Glm4v,     // EVA2-CLIP tower; 2x2 conv + GLU projector; <|begin_of_image|> x <|end_of_image|> spans
+  MiniCpmv,  // SigLIP NaViT tower; perceiver resampler; <image>/<slice> spans of query_num <unk> rows
+};
+const char* vision_family_name(VisionFamily family);
+
+// Which tensor names the tower uses.
+enum class VisionLayout : uint8_t {
+  Eva2Clip,  // transformer.vision.transformer.layers.N.attention.query_key_value ... (THUDM visual.py)
+  Siglip,    // vpm.encoder.layers.N.self_attn.q_proj ... (SigLIP / MiniCPM-V's vpm)
+};
+
 struct VisionConfig {
+  VisionFamily family = VisionFamily::None;
+  VisionLayout layout = VisionLayout::Eva2Clip;
   int n_layer = 0;
   int hidden = 0;
   int n_head = 0;
   int ffn = 0;
   int patch = 0;       // patch side in pixels
-  int image_size = 0;  // input side in pixels (square)
+  int image_size = 0;  // GLM-4V: the input side (square); MiniCPM-V: side of the position table in pixels
   int in_channels = 3;
-  int n_positions = 0;  // learned positions: patches + the class token
+  int n_positions = 0;  // rows of the learned position table
   float norm_eps = 1e-6f;
+
+  // Tower structure (EVA2-CLIP / SigLIP).
+  bool class_token = true;          // a learned class token before each image's patches
+  bool bucketed_positions = false;  // NaViT: positions bucketised over an N x N table (else 0..n)
+  bool norm_after_sublayer = true;  // EVA2-CLIP: x + norm(f(x)); SigLIP: x + f(norm(x))
+  bool gelu_tanh = false;           // GELU's tanh approximation (SigLIP gelu_pytorch_tanh) instead of erf
+  bool fused_qkv = true;
+  bool final_norm = false;  // SigLIP post_layernorm
+
+  // GLM-4V's projector and prompt.
   float scaling_factor = 8.0f;
-  int32_t boi_id = -1;  // begin / end-of-image token ids in the text
+  int32_t boi_id = -1;  // begin / end-of-image token ids (MiniCPM-V: <image> / </image>)
   int32_t eoi_id = -1;
-  int max_images = 1;  // images one prompt may carry (GLM-4V: one)
+
+  // MiniCPM-V's resampler, slicing and prompt.
+  int query_num = 0;  // resampler queries: embeddings per vision input
+  int scale_resolution = 0;
+  int max_slices = 0;           // cells an image may be cut into (besides the whole image); 0: never sliced
+  int32_t slice_start_id = -1;  // <slice> / </slice>
+  int32_t slice_end_id = -1;
+  int32_t unk_id = -1;  // the placeholder rows' id
+
+  int max_images = 1;  // images one prompt may carry
 
   bool present() const { return n_layer > 0; }
+  // GLM-4V: the patches of the fixed input; MiniCPM-V: rows of the position table.
   int64_t patches() const { return image_size / patch * (image_size / patch); }
-  // Embeddings an image adds to the text: the 2x2-downsampled patch grid plus boi and eoi.
-  int64_t text_tokens() const { return image_size / patch / 2 * (image_size / patch / 2) + 2; }
+  int64_t table_side() const { return image_size / patch; }
+  // Vision inputs (tower runs) an image may need: the whole image plus its cells.
+  int64_t max_inputs_per_image() const { return 1 + max_slices; }
+  // The most patches one vision input may have.
+  int64_t max_patches_per_input() const;
+  // Embeddings an image adds to the text at most (GLM-4V: the 2x2-downsampled grid plus boi and eoi;
+  // MiniCPM-V: query_num per vision input).
+  int64_t text_tokens() const;
 };
 
 struct ModelConfig {
@@ -78,7 +121,10 @@ struct ModelConfig {
   bool post_norms = false;       // GLM-4-0414: norms on the attention and MLP outputs before the adds
   bool tied_embeddings = false;  // the head reads the token embedding matrix
 
-  VisionConfig vision;  // GLM-4V only
+  // Prefix of every text-model tensor name ("llm." in MiniCPM-V, whose Qwen2 sits under llm.).
+  std::string tensor_prefix;
+
+  VisionConfig vision;  // vision-language models only
 
   // Generation
   int32_t bos_id = -1;

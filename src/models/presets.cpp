@@ -9,8 +9,8 @@ namespace {
 
 // The fields of each model's published config.json that describe its shape (values copied from
 // the public model cards: THUDM/glm-4-9b-chat, THUDM/glm-4v-9b, THUDM/chatglm3-6b,
-// meta-llama/Meta-Llama-3-8B, Qwen/Qwen2-7B).
-constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kPresets{{
+// meta-llama/Meta-Llama-3-8B, Qwen/Qwen2-7B, openbmb/MiniCPM-V-2_6).
+constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kPresets{{
     {"glm-4-9b-chat", R"({
   "architectures": ["ChatGLMModel"], "model_type": "chatglm",
   "add_bias_linear": false, "add_qkv_bias": true, "apply_residual_connection_post_layernorm": false,
@@ -56,6 +56,18 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kPresets{
   "max_window_layers": 28, "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4,
   "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 131072, "tie_word_embeddings": false,
   "torch_dtype": "bfloat16", "use_sliding_window": false, "vocab_size": 152064
+})"},
+    {"minicpm-v-2_6", R"({
+  "architectures": ["MiniCPMV"], "model_type": "minicpmv", "version": 2.6, "bos_token_id": 151643,
+  "eos_token_id": 151645, "hidden_act": "silu", "hidden_size": 3584, "intermediate_size": 18944,
+  "max_position_embeddings": 32768, "max_window_layers": 28, "num_attention_heads": 28, "num_hidden_layers": 28,
+  "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 131072,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "use_sliding_window": false, "vocab_size": 151666,
+  "query_num": 64, "image_size": 448, "patch_size": 14, "drop_vision_last_layer": false, "slice_mode": true,
+  "batch_vision_input": true, "use_image_id": true,
+  "slice_config": {"max_slice_nums": 9, "patch_size": 14, "scale_resolution": 448, "model_type": "minicpmv"},
+  "vision_config": {"hidden_size": 1152, "image_size": 980, "intermediate_size": 4304, "model_type": "siglip",
+    "num_attention_heads": 16, "num_hidden_layers": 27, "patch_size": 14}
 })"},
 }};
 

@@ -113,4 +113,10 @@ std::optional<std::string> tensor_name(TensorLayout layout, LogicalTensor t, int
   return fmt::format(fmt::runtime(pattern), layer);
 }
 
+std::optional<std::string> tensor_name(const ModelConfig& config, LogicalTensor t, int layer) {
+  auto name = tensor_name(config.layout, t, layer);
+  if (name && !config.tensor_prefix.empty()) name = config.tensor_prefix + *name;
+  return name;
+}
+
 }  // namespace ferry

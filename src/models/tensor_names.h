@@ -43,5 +43,7 @@ LayerClass layer_class(LogicalTensor t);
 // The checkpoint name of `t` (layer index used for Repeating tensors), or nullopt if this layout
 // has no such tensor.
 std::optional<std::string> tensor_name(TensorLayout layout, LogicalTensor t, int layer = 0);
+// The same under the config's layout and tensor prefix ("llm." for MiniCPM-V's Qwen2).
+std::optional<std::string> tensor_name(const ModelConfig& config, LogicalTensor t, int layer = 0);
 
 }  // namespace ferry

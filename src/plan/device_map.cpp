@@ -12,7 +12,24 @@
 
 namespace ferry {
 
-std::vector<std::string> unit_paths(const ModelConfig& config, const std::string& unit) {
+namespace {
+
+// The module paths of the vision units in the tower's own names.
+std::vector<std::string> vision_unit_paths(const VisionConfig& v, const std::string& unit) {
+  if (v.layout == VisionLayout::Eva2Clip) {
+    if (unit == vision_module()) return {"transformer.vision.patch_embedding", "transformer.vision.transformer"};
+    if (unit == projector_module()) {
+      return {"transformer.vision.conv", "transformer.vision.linear_proj", "transformer.vision.boi",
+              "transformer.vision.eoi"};
+    }
+  } else {
+    if (unit == vision_module()) return {"vpm"};
+    if (unit == projector_module()) return {"resampler"};
+  }
+  return {};
+}
+
+std::vector<std::string> text_unit_paths(const ModelConfig& config, const std::string& unit) {
   const bool layer = unit.rfind("layers.", 0) == 0;
   const std::string n = layer ? unit.substr(7) : std::string();
   switch (config.layout) {
@@ -24,11 +41,6 @@ std::vector<std::string> unit_paths(const ModelConfig& config, const std::string
     case TensorLayout::HfChatGlm:
       if (unit == embed_module()) return {"transformer.embedding", "transformer.rotary_pos_emb"};
       if (unit == head_module()) return {"transformer.encoder.final_layernorm", "transformer.output_layer"};
-      if (unit == vision_module()) return {"transformer.vision.patch_embedding", "transformer.vision.transformer"};
-      if (unit == projector_module()) {
-        return {"transformer.vision.conv", "transformer.vision.linear_proj", "transformer.vision.boi",
-                "transformer.vision.eoi"};
-      }
       if (layer) return {"transformer.encoder.layers." + n};
       break;
     case TensorLayout::Gguf:
@@ -38,6 +50,17 @@ std::vector<std::string> unit_paths(const ModelConfig& config, const std::string
       break;
   }
   return {};
+}
+
+}  // namespace
+
+std::vector<std::string> unit_paths(const ModelConfig& config, const std::string& unit) {
+  if (config.vision.present() && (unit == vision_module() || unit == projector_module())) {
+    return vision_unit_paths(config.vision, unit);
+  }
+  std::vector<std::string> paths = text_unit_paths(config, unit);
+  for (auto& p : paths) p = config.tensor_prefix + p;
+  return paths;
 }
 
 namespace {

@@ -208,10 +208,12 @@ void estimate_plan(Plan& plan, const ModelSpec& spec) {
   if (vision.present() && vision.max_images > 0) {
     // The image embeddings stay on the projector's device, outside the workspace, from the tower's
     // step until the prefill step that reads them.
-    const StepMemory tower = simulate(build_vision_graph(spec, vision.max_images), {}, false);
-    const StepMemory image_step =
-        simulate(build_decoder_graph_with_images(spec, largest_shape, vision.max_images * vision.text_tokens()),
-                 {{"image_embeds", plan.device_index_of(projector_module())}});
+    const std::vector<VisionGrid> inputs = worst_case_vision_inputs(vision);
+    int64_t image_rows = 0;
+    for (const VisionGrid& g : inputs) image_rows += vision_rows(vision, g);
+    const StepMemory tower = simulate(build_vision_graph(spec, inputs), {}, false);
+    const StepMemory image_step = simulate(build_decoder_graph_with_images(spec, largest_shape, image_rows),
+                                           {{"image_embeds", plan.device_index_of(projector_module())}});
     for (size_t d = 0; d < plan.devices.size(); ++d) {
       plan.devices[d].vision_bytes = tower.workspace_bytes[d];
       plan.devices[d].workspace_bytes =
@@ -234,7 +236,10 @@ void estimate_plan(Plan& plan, const ModelSpec& spec) {
     const UnitKind kind = costs[i - 1].kind;
     const VisionConfig& v = spec.config.vision;
     uint64_t bytes = static_cast<uint64_t>(spec.config.hidden) * 4;
-    if (kind == UnitKind::Vision) bytes = static_cast<uint64_t>(v.patches()) * static_cast<uint64_t>(v.hidden) * 4;
+    if (kind == UnitKind::Vision) {
+      bytes = static_cast<uint64_t>(v.max_inputs_per_image() * v.max_patches_per_input()) *
+              static_cast<uint64_t>(v.hidden) * 4;
+    }
     if (kind == UnitKind::Projector)
       bytes = static_cast<uint64_t>(v.text_tokens()) * static_cast<uint64_t>(spec.config.hidden) * 4;
     plan.crossings.push_back(

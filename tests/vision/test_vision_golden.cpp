@@ -33,18 +33,21 @@ class VisionGolden : public ::testing::TestWithParam<const char*> {
 TEST_P(VisionGolden, TowerOutputBeforeTheProjectorMatches) {
   testing::VisionModel m(dir());
   const VisionConfig& v = m.ckpt.config().vision;
-  Graph g = build_vision_graph(m.ckpt.spec, 1);
+  const VisionBatch batch = testing::pixel_batch(read_raw<float>(dir() + "/pixel_values.f32.bin"), v);
+  Graph g = build_vision_graph(m.ckpt.spec, batch.grids);
   const ValueId vit = g.find(fmt::format("vision.layers.{}.mlp_residual", v.n_layer - 1));
   ASSERT_NE(vit, kNoValue);
   g.mark_output(vit);
   StateStore states;
   Executor ex(m.placement, m.weights, states);
-  const auto ids = vision_positions(v, 1);
-  Tensor pos = Tensor::host(DType::I32, Shape{static_cast<int64_t>(ids.size())}, "vision_positions");
-  std::copy(ids.begin(), ids.end(), pos.data_as<int32_t>());
-  const auto out =
-      ex.run(g, {{"pixels", testing::pixel_tensor(read_raw<float>(dir() + "/pixel_values.f32.bin"), v.image_size)},
-                 {"vision_positions", pos}});
+  Tensor pos = Tensor::host(DType::I32, Shape{static_cast<int64_t>(batch.positions.size())}, "vision_positions");
+  std::copy(batch.positions.begin(), batch.positions.end(), pos.data_as<int32_t>());
+  Tensor patches = Tensor::host(
+      DType::F32,
+      Shape{batch.grids[0].patches(), static_cast<int64_t>(batch.patches.size()) / batch.grids[0].patches()},
+      "patches");
+  std::copy(batch.patches.begin(), batch.patches.end(), patches.data_as<float>());
+  const auto out = ex.run(g, {{"patches", patches}, {"vision_positions", pos}});
   const Tensor& t = out.at(g.value(vit).name);
   const std::vector<float> got(t.data_as<float>(), t.data_as<float>() + t.shape().numel());
   // The residual stream reaches |x| ~ 6 here: the absolute tolerance scales with the reference's
@@ -67,7 +70,7 @@ TEST_P(VisionGolden, ImageEmbeddingsSplicedInputPositionsLogitsAndGreedyTokens) 
   EXPECT_EQ(p.next_position, static_cast<int64_t>(prompt.size()));
 
   Session s(m.ckpt.spec, m.placement, m.weights, 64);
-  const Tensor pixels = testing::pixel_tensor(read_raw<float>(dir() + "/pixel_values.f32.bin"), c.vision.image_size);
+  const VisionBatch pixels = testing::pixel_batch(read_raw<float>(dir() + "/pixel_values.f32.bin"), c.vision);
   const std::vector<float> embeds = s.encode_images(pixels);
   EXPECT_LE(max_abs_diff(embeds, read_raw<float>(dir() + "/vision_embeds.f32.bin")), kVisionAbs);
 
@@ -145,7 +148,7 @@ TEST_P(VisionGolden, OwnPreprocessingOfThePngGivesTheSameTokens) {
   Session s(m.ckpt.spec, m.placement, m.weights, 64);
   const testing::VisionRun run =
       testing::run_greedy(s, c, read_raw<int32_t>(dir() + "/prompt_ids.i32.bin"),
-                          testing::pixel_tensor(pixels, c.vision.image_size), expected["greedy_new_tokens"].get<int>());
+                          testing::pixel_batch(pixels, c.vision), expected["greedy_new_tokens"].get<int>());
   EXPECT_LE(max_abs_diff(run.image_embeds, read_raw<float>(dir() + "/vision_embeds.f32.bin")), kVisionAbs);
   EXPECT_EQ(run.tokens, expected["greedy_ids"].get<std::vector<int32_t>>());
   EXPECT_LE(max_abs_diff(run.step_logits[0], read_raw<float>(dir() + "/logits_last.f32.bin")), logits_tolerance());
@@ -176,7 +179,7 @@ TEST_P(VisionGolden, RunsOnADeviceWhoseMemoryOnlyItsBackendReads) {
     }
     WeightStore weights;
     load_weights(ckpt, placement, weights);
-    const Tensor pixels = testing::pixel_tensor(read_raw<float>(dir() + "/pixel_values.f32.bin"), c.vision.image_size);
+    const VisionBatch pixels = testing::pixel_batch(read_raw<float>(dir() + "/pixel_values.f32.bin"), c.vision);
     Session s(ckpt.spec, placement, weights, 64);
     const testing::VisionRun host = testing::run_greedy(s, c, prompt, pixels, steps);
     EXPECT_LE(max_abs_diff(host.image_embeds, read_raw<float>(dir() + "/vision_embeds.f32.bin")), kVisionAbs);

@@ -82,7 +82,7 @@ TEST_P(VisionPlacement, EveryStrategyOnTwoToFourDevicesMatchesOneDevice) {
   const Checkpoint ck = open_checkpoint(dir + "/model");
   const ModelConfig& c = ck.config();
   const auto prompt = read_raw<int32_t>(dir + "/prompt_ids.i32.bin");
-  const Tensor pixels = testing::pixel_tensor(read_raw<float>(dir + "/pixel_values.f32.bin"), c.vision.image_size);
+  const VisionBatch pixels = testing::pixel_batch(read_raw<float>(dir + "/pixel_values.f32.bin"), c.vision);
 
   Placed one(ck, request("cpu:0", Strategy::Balanced));
   Session reference_session(ck.spec, one.placement, one.weights, kContext, kChunk);
@@ -117,7 +117,7 @@ TEST_P(VisionPlacement, TowerAloneOnItsDeviceAndTowerApartFromTheFirstLayers) {
   const Checkpoint ck = open_checkpoint(dir + "/model");
   const ModelConfig& c = ck.config();
   const auto prompt = read_raw<int32_t>(dir + "/prompt_ids.i32.bin");
-  const Tensor pixels = testing::pixel_tensor(read_raw<float>(dir + "/pixel_values.f32.bin"), c.vision.image_size);
+  const VisionBatch pixels = testing::pixel_batch(read_raw<float>(dir + "/pixel_values.f32.bin"), c.vision);
   Placed one(ck, request("cpu:0", Strategy::Balanced));
   Session reference_session(ck.spec, one.placement, one.weights, kContext, kChunk);
   const testing::VisionRun reference = testing::run_greedy(reference_session, c, prompt, pixels, kSteps);

@@ -16,9 +16,11 @@
 #include "common/golden_dir.h"
 #include "core/device.h"
 #include "engine/checkpoint.h"
+#include "engine/image_processor.h"
 #include "engine/image_prompt.h"
 #include "engine/session.h"
 #include "engine/weight_loader.h"
+#include "models/vision.h"
 
 namespace ferry::testing {
 
@@ -51,10 +53,13 @@ inline float max_abs_diff(const std::vector<float>& a, const std::vector<float>&
   return d;
 }
 
-inline Tensor pixel_tensor(const std::vector<float>& values, int64_t size) {
-  Tensor t = Tensor::host(DType::F32, Shape{1, 3, size, size}, "pixels");
-  std::copy(values.begin(), values.end(), t.data_as<float>());
-  return t;
+// One image's pixel values [3, size, size] (CHW) as the tower's inputs.
+inline VisionBatch pixel_batch(const std::vector<float>& values, const VisionConfig& v) {
+  VisionBatch b;
+  b.grids = {VisionGrid{v.image_size / v.patch, v.image_size / v.patch}};
+  b.patches = chw_patch_rows(values, 3, v.image_size, v.image_size, v.patch);
+  b.positions = learned_positions(v, b.grids);
+  return b;
 }
 
 struct VisionRun {
@@ -75,7 +80,7 @@ inline void continue_greedy(Session& s, std::vector<float> logits, int steps, Vi
 
 // The golden prompt with one image, then `steps` greedy tokens.
 inline VisionRun run_greedy(Session& s, const ModelConfig& config, const std::vector<int32_t>& prompt,
-                            const Tensor& pixels, int steps) {
+                            const VisionBatch& pixels, int steps) {
   VisionRun r;
   r.image_embeds = s.encode_images(pixels);
   const ImagePrompt p = expand_image_prompt(config.vision, prompt, 1);
@@ -85,7 +90,8 @@ inline VisionRun run_greedy(Session& s, const ModelConfig& config, const std::ve
 
 // The same as the CLI runs it: the embeddings stay on the projector's device and are attached to
 // the session, whose next eval expands the prompt's image span into them.
-inline VisionRun run_greedy_on_device(Session& s, const std::vector<int32_t>& prompt, const Tensor& pixels, int steps) {
+inline VisionRun run_greedy_on_device(Session& s, const std::vector<int32_t>& prompt, const VisionBatch& pixels,
+                                      int steps) {
   VisionRun r;
   Tensor embeds = s.encode_images_on_device(pixels);
   EXPECT_NE(embeds.device(), nullptr) << "the image embeddings came back to host";

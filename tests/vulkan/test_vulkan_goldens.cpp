@@ -1,4 +1,4 @@
-// Every text golden and the GLM-4V goldens on Vulkan: on vulkan:0 alone, and split over two
+// Every text golden and the GLM-4V and MiniCPM-V goldens on Vulkan: on vulkan:0 alone, and split over two
 // partitions of it and a CPU device (vulkan:0.0, vulkan:0.1, cpu:0) as every placement strategy
 // plans it. Greedy ids identical, logits within the cases' tolerances, as on the CPU.
 #if FERRY_HAVE_VULKAN  // without the backend, test_vulkan_cli.cpp says why the suite skips
@@ -12,6 +12,7 @@
 #include "engine/plan_placement.h"
 #include "engine/weight_loader.h"
 #include "golden/text_cases.h"
+#include "minicpmv/minicpmv_case.h"
 #include "models/vision.h"
 #include "plan/strategy.h"
 #include "vision/vision_golden.h"
@@ -135,7 +136,7 @@ TEST_F(VulkanGoldens, Glm4vAgainstThudmOriginalCode) {
         EXPECT_GE(m.devices_used(), 2u) << m.plan.describe();
       }
       Session s(m.ckpt.spec, m.placement, m.weights, m.context);
-      const Tensor pixel_input = testing::pixel_tensor(pixels, m.ckpt.config().vision.image_size);
+      const VisionBatch pixel_input = testing::pixel_batch(pixels, m.ckpt.config().vision);
       Tensor embeds = s.encode_images_on_device(pixel_input);
       ASSERT_NE(embeds.device(), nullptr);
       EXPECT_EQ(embeds.device()->id(), m.placement.module_device.at(projector_module())->id());
@@ -149,6 +150,38 @@ TEST_F(VulkanGoldens, Glm4vAgainstThudmOriginalCode) {
       EXPECT_EQ(run.tokens, expected["greedy_ids"].get<std::vector<int32_t>>());
       EXPECT_LE(testing::max_abs_diff(run.step_logits[0], testing::read_raw<float>(dir + "/logits_last.f32.bin")),
                 logits_tolerance);
+    }
+  }
+}
+
+// MiniCPM-V: the tower and resampler's embeddings from the reference pixels, kept on the
+// resampler's device and attached, then every greedy token and the first logits.
+TEST_F(VulkanGoldens, MiniCpmvAgainstOpenBmbOriginalCode) {
+  if (no_device()) return;
+  for (const char* name : testing::kMiniCpmvCases) {
+    const testing::MiniCpmvCase c = testing::load_minicpmv_case(name);
+    const VisionBatch batch = testing::reference_vision_batch(c);
+    const std::vector<int32_t> ids = c.i32("input_ids");
+    const float logits_tolerance = 1e-4f * std::max(1.0f, c.expected.at("max_abs_logit").get<float>());
+    for (const Where& setup : placements()) {
+      SCOPED_TRACE(std::string(name) + " on " + setup.name());
+      Loaded m(c.model_dir(), setup);
+      if (setup.strategy) {
+        EXPECT_GE(m.devices_used(), 2u) << m.plan.describe();
+      }
+      Session s(m.ckpt.spec, m.placement, m.weights, m.context);
+      Tensor embeds = s.encode_images_on_device(batch);
+      ASSERT_NE(embeds.device(), nullptr);
+      EXPECT_EQ(embeds.device()->id(), m.placement.module_device.at(projector_module())->id());
+      std::vector<float> host_embeds(static_cast<size_t>(embeds.numel()));
+      embeds.device()->read(embeds, host_embeds.data());
+      embeds.device()->synchronize();  // the read is queued
+      EXPECT_LE(testing::max_abs_diff(host_embeds, c.f32("vision_embeds")), 1e-4f);
+      s.attach_images(std::move(embeds), static_cast<int64_t>(batch.grids.size()));
+      testing::VisionRun run;
+      testing::continue_greedy(s, s.eval(ids), c.expected.at("greedy_new_tokens").get<int>(), run);
+      EXPECT_EQ(run.tokens, c.expected.at("greedy_ids").get<std::vector<int32_t>>());
+      EXPECT_LE(testing::max_abs_diff(run.step_logits[0], c.f32("logits_last")), logits_tolerance);
     }
   }
 }
