@@ -19,6 +19,20 @@ struct InspectArgs {
   bool tensors = false;
 };
 
+// The image side in one line: the tower, and what the family adds.
+std::string vision_text(const VisionConfig& v) {
+  std::string s = fmt::format("{}: {} tower of {} layers, hidden {}, {} heads, ffn {}, {}px patches",
+                              vision_family_name(v.family), v.layout == VisionLayout::Siglip ? "SigLIP" : "EVA2-CLIP",
+                              v.n_layer, v.hidden, v.n_head, v.ffn, v.patch);
+  if (v.family == VisionFamily::MiniCpmv) {
+    s += fmt::format("; resampler of {} queries; images at about {}px, sliced into up to {} cells", v.query_num,
+                     v.scale_resolution, v.max_slices);
+  } else {
+    s += fmt::format("; {}px images, {} embeddings each", v.image_size, v.text_tokens());
+  }
+  return s;
+}
+
 const char* rope_style_name(RopeStyle s) {
   return s == RopeStyle::Adjacent ? "adjacent pairs" : "half-split";
 }
@@ -61,6 +75,18 @@ int run_inspect(const InspectArgs& a) {
     j["tokenizer"] = tokenizer.has_value();
     for (const auto& [dt, e] : by_dtype) j["dtypes"][dt] = {{"tensors", e.first}, {"bytes", e.second}};
     j["tensors"] = ck.tensors.all().size();
+    if (c.vision.present()) {
+      const VisionConfig& v = c.vision;
+      j["vision"] = {{"family", vision_family_name(v.family)},
+                     {"layers", v.n_layer},
+                     {"hidden", v.hidden},
+                     {"heads", v.n_head},
+                     {"ffn", v.ffn},
+                     {"patch", v.patch},
+                     {"query_num", v.query_num},
+                     {"max_slices", v.max_slices},
+                     {"max_images", v.max_images}};
+    }
     fmt::print("{}\n", j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace));
     return 0;
   }
@@ -81,6 +107,7 @@ int run_inspect(const InspectArgs& a) {
   if (c.post_norms) flags += " post-norms";
   if (c.tied_embeddings) flags += " tied-embeddings";
   fmt::print("structure    {}\n", flags.empty() ? " (plain)" : flags);
+  if (c.vision.present()) fmt::print("vision        {}\n", vision_text(c.vision));
   for (const auto& [dt, e] : by_dtype)
     fmt::print("dtype         {:<6} {} tensors, {}\n", dt, e.first, format_bytes(e.second));
   fmt::print("eos ids       {}\n", fmt::join(eog, ", "));

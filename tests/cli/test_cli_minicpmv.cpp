@@ -105,6 +105,21 @@ TEST(CliMiniCpmv, ImagesAndPlaceholdersThatDoNotMatchAreClearErrors) {
   EXPECT_NE(text_model.err.find("no vision tower"), std::string::npos) << text_model.err;
 }
 
+TEST(CliMiniCpmv, InspectDescribesTheTowerResamplerAndSlicing) {
+  const Case c = load("minicpmv26_slice2x2_strong");
+  const auto r = testing::run_ferry("inspect " + c.model());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("vision        minicpmv: SigLIP tower of 2 layers, hidden 96, 4 heads, ffn 192, 14px patches; "
+                       "resampler of 16 queries; images at about 112px, sliced into up to 9 cells"),
+            std::string::npos)
+      << r.out;
+  const auto j = testing::run_ferry("inspect --json " + c.model());
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  const auto v = nlohmann::json::parse(j.out)["vision"];
+  EXPECT_EQ(v["family"], "minicpmv");
+  EXPECT_EQ(v["query_num"], 16);
+}
+
 TEST(CliMiniCpmv, ThePresetFitsTwelveGibCardsInBf16WithTheTowerWhole) {
   const auto r =
       testing::run_ferry("plan --config minicpm-v-2_6 --devices cuda:0=12GiB,cuda:1=12GiB --max-context 8192 --json");
