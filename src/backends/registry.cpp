@@ -176,4 +176,20 @@ std::vector<Device*> DeviceSet::all() {
   return out;
 }
 
+std::vector<std::string> budget_warnings(const std::vector<DeviceSpec>& specs) {
+  uint64_t cpu_budgets = 0;
+  std::string named;
+  for (const DeviceSpec& s : specs) {
+    if (s.id.type != DeviceType::Cpu || s.budget == Allocator::kUnlimited) continue;
+    cpu_budgets += s.budget;
+    named += (named.empty() ? "" : " + ") + fmt::format("{}={}", s.id.str(), format_bytes(s.budget));
+  }
+  const uint64_t memory = meminfo_bytes("MemTotal:");
+  if (memory == 0 || cpu_budgets <= memory) return {};
+  return {
+      fmt::format("the CPU budgets ({}) add up to {}, more than this machine's {} of memory: a plan that "
+                  "uses them will swap or be killed; give budgets that fit",
+                  named, format_bytes(cpu_budgets), format_bytes(memory))};
+}
+
 }  // namespace ferry

@@ -25,6 +25,10 @@ bool can_create(DeviceType type);  // whether this build has a backend for the k
 // theirs. Error(Unsupported) saying what is missing when such a device is not on this machine.
 void resolve_default_budgets(std::vector<DeviceSpec>& specs);
 
+// Warnings for budgets this machine cannot back: CPU devices whose budgets add up to more than its
+// memory (MemTotal). Planning against them succeeds and the run would swap or be killed.
+std::vector<std::string> budget_warnings(const std::vector<DeviceSpec>& specs);
+
 struct DeviceListing {
   std::vector<DeviceDescription> devices;
   std::vector<std::string> unavailable;  // kinds this machine or build cannot run, and why

@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 
 #include "cli/chat_prompt.h"
 #include "cli/commands.h"
 #include "cli/model_setup.h"
+#include "cli/text_source.h"
 #include "core/error.h"
 #include "engine/image.h"
 #include "engine/image_processor.h"
@@ -20,6 +22,7 @@ namespace {
 struct GenerateArgs {
   RunOptions run;
   std::string prompt;
+  std::string prompt_file;  // --prompt-file: the prompt text from a file, or "-" for stdin
   std::string prompt_ids;
   GenerateOptions gen;
   bool json = false;
@@ -27,6 +30,7 @@ struct GenerateArgs {
   bool report = false;
   bool has_prompt = false;
   bool has_prompt_ids = false;
+  bool has_seed = false;            // --seed given: else a fresh one, printed with --report and in --json
   std::vector<std::string> images;  // --image: pictures for the prompt's image placeholders, in order
   bool chat = false;                // --chat: the prompt is a user message rendered with the chat template
   ChatTemplateOptions chat_options;
@@ -49,7 +53,7 @@ const char* stop_name(StopRules::Verdict v) {
 // Checks what can be checked before any weight is read.
 void check_args(const GenerateArgs& a) {
   if (a.has_prompt == a.has_prompt_ids)
-    fail(ErrorKind::Usage, "give exactly one of --prompt TEXT or --prompt-ids 1,2,3");
+    fail(ErrorKind::Usage, "give exactly one of --prompt TEXT, --prompt-file FILE or --prompt-ids 1,2,3");
   if (a.has_prompt && a.prompt.empty()) fail(ErrorKind::Usage, "--prompt is empty");
   if (a.chat && !a.has_prompt) fail(ErrorKind::Usage, "--chat wraps --prompt TEXT as a user message; give --prompt");
   if (a.gen.max_tokens < 1) fail(ErrorKind::Usage, "--max-tokens must be at least 1, got {}", a.gen.max_tokens);
@@ -60,7 +64,15 @@ void check_args(const GenerateArgs& a) {
   Sampler check(a.gen.sampling);  // the sampler's own range checks (top-p, min-p, penalty)
 }
 
-int run_generate(const GenerateArgs& a) {
+int run_generate(GenerateArgs a) {
+  if (!a.prompt_file.empty()) {
+    if (a.has_prompt) fail(ErrorKind::Usage, "give --prompt or --prompt-file, not both");
+    a.prompt = read_text_source(a.prompt_file, "--prompt-file");
+    if (a.prompt.empty()) fail(ErrorKind::Usage, "--prompt-file {}: the file is empty", a.prompt_file);
+    a.has_prompt = true;
+  }
+  // Without --seed every run draws differently; the seed used is printed so a run can be repeated.
+  if (!a.has_seed) a.gen.sampling.seed = std::random_device{}() | uint64_t{std::random_device{}()} << 32;
   check_args(a);
   std::vector<int32_t> prompt;
   if (a.has_prompt_ids) prompt = parse_id_list(a.prompt_ids);
@@ -127,6 +139,7 @@ int run_generate(const GenerateArgs& a) {
     out["ids"] = r.ids;
     out["text"] = r.text;
     out["stop"] = stop_name(r.stop);
+    out["seed"] = a.gen.sampling.seed;
     // Per device: what the plan reserved, the measured peak, and the last decode step's copies in.
     out["devices"] = nlohmann::json::array();
     for (const DeviceUsage& u : device_usage(*model, *session)) {
@@ -149,12 +162,16 @@ int run_generate(const GenerateArgs& a) {
   } else {
     std::puts("");
   }
+  std::fflush(stdout);  // the text before the stats line when both streams go to one file
   if (!a.run.quiet) {
     const double gen_tps = r.generate_seconds > 0 ? static_cast<double>(r.ids.size()) / r.generate_seconds : 0;
     fmt::print(stderr, "prompt: {} tokens in {:.3f} s ({:.1f} tok/s); generated: {} tokens ({:.1f} tok/s); stop: {}\n",
                r.prompt_tokens, r.prompt_seconds, r.prompt_seconds > 0 ? r.prompt_tokens / r.prompt_seconds : 0.0,
                r.ids.size(), gen_tps, stop_name(r.stop));
-    if (a.report) fmt::print(stderr, "{}", device_report(*model, *session, 1));
+    if (a.report) {
+      fmt::print(stderr, "seed: {} (--seed {} repeats this run)\n", a.gen.sampling.seed, a.gen.sampling.seed);
+      fmt::print(stderr, "{}", device_report(*model, *session, 1));
+    }
   }
   return 0;
 }
@@ -166,6 +183,7 @@ Runner add_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Generate text from a prompt");
   a->run.add_to(*cmd);
   auto* prompt = cmd->add_option("--prompt,-p", a->prompt, "Prompt text");
+  cmd->add_option("--prompt-file", a->prompt_file, "Prompt text from a file, or - for standard input (long prompts)");
   auto* prompt_ids =
       cmd->add_option("--prompt-ids", a->prompt_ids, "Prompt as token ids, e.g. 1,2,3 (instead of --prompt)");
   cmd->add_option("--max-tokens,-n", a->gen.max_tokens, "Most tokens to generate")->capture_default_str();
@@ -179,7 +197,8 @@ Runner add_generate(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--repeat-last-n", a->gen.sampling.repeat_last_n, "Tokens the repeat penalty looks back over")
       ->capture_default_str();
-  cmd->add_option("--seed", a->gen.sampling.seed, "Random seed (same seed, same output)")->capture_default_str();
+  auto* seed = cmd->add_option("--seed", a->gen.sampling.seed,
+                               "Random seed (same seed, same output; default: a fresh one, printed by --report)");
   cmd->add_option("--stop", a->gen.stop_strings, "Stop when this text appears (repeatable)");
   cmd->add_flag("--ignore-eos", a->gen.ignore_eos, "Do not stop at end-of-generation tokens (fixed-length runs)");
   cmd->add_flag("--add-bos", a->add_bos, "Prepend the BOS token to the prompt text");
@@ -194,9 +213,10 @@ Runner add_generate(CLI::App& app) {
   cmd->add_flag("--json", a->json,
                 "Print one JSON object {\"prompt_ids\": [...], \"ids\": [...], \"text\": \"...\", \"stop\": ...}");
   cmd->add_flag("--report", a->report, "After the run, print memory and copies per device");
-  return [a, prompt, prompt_ids] {
+  return [a, prompt, prompt_ids, seed] {
     a->has_prompt = prompt->count() > 0;
     a->has_prompt_ids = prompt_ids->count() > 0;
+    a->has_seed = seed->count() > 0;
     return run_generate(*a);
   };
 }

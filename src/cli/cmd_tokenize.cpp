@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/text_source.h"
 #include "core/error.h"
 #include "text/tokenizer_loader.h"
 
@@ -17,6 +18,7 @@ namespace {
 struct TokenizeArgs {
   std::string tokenizer;
   std::string text;
+  std::string file;  // --file: the text from a file, or "-" for standard input
   std::string inp;
   bool add_special = false;
   bool no_parse_special = false;
@@ -48,8 +50,11 @@ std::vector<std::string> read_inp(const std::string& path) {
   return strings;
 }
 
-int run_tokenize(const TokenizeArgs& a) {
-  if (!a.inp.empty() && !a.text.empty()) fail(ErrorKind::Usage, "give either TEXT or --inp FILE, not both");
+int run_tokenize(TokenizeArgs a) {
+  if ((!a.inp.empty()) + (!a.text.empty()) + (!a.file.empty()) > 1) {
+    fail(ErrorKind::Usage, "give one of TEXT, --file FILE (- for standard input) or --inp FILE, not both");
+  }
+  if (a.text == "-" || !a.file.empty()) a.text = read_text_source(a.text == "-" ? "-" : a.file, "--file");
   const Tokenizer tokenizer = load_tokenizer(a.tokenizer);
   const bool parse_special = !a.no_parse_special;
   if (!a.inp.empty()) {
@@ -74,7 +79,8 @@ Runner add_tokenize(CLI::App& app) {
   sub->add_option("--tokenizer", args->tokenizer,
                   "tokenizer.json, tokenizer.model (sentencepiece or tiktoken), a GGUF file or a model directory")
       ->required();
-  sub->add_option("text", args->text, "The text to encode");
+  sub->add_option("text", args->text, "The text to encode (- reads standard input)");
+  sub->add_option("--file", args->file, "Encode the text of this file (- for standard input)");
   sub->add_option("--inp", args->inp,
                   "A llama.cpp .inp file: prints one line of space-separated ids per string, as its .out file");
   sub->add_flag("--add-special", args->add_special, "Add the tokens the tokenizer puts around a text (bos, eos, ...)");

@@ -61,6 +61,7 @@ void PlacementOptions::apply_max_images(ModelSpec& spec) const {
 std::vector<DeviceSpec> PlacementOptions::device_specs() const {
   std::vector<DeviceSpec> specs = devices.empty() ? default_devices() : parse_device_list(devices);
   resolve_default_budgets(specs);  // a GPU without a budget plans with its real free memory
+  for (const std::string& w : budget_warnings(specs)) fmt::print(stderr, "warning: {}\n", w);
   return specs;
 }
 
@@ -123,7 +124,9 @@ class ProgressBar {
     last_percent_ = percent;
     constexpr int kWidth = 30;
     const int filled = percent * kWidth / 100;
-    fmt::print(stderr, "{}loading weights [{}{}] {:3d}% {} / {}{}", tty_ ? "\r" : "", std::string(filled, '#'),
+    // On a terminal the line is rewritten in place and cleared to its end ("\33[K"): a shorter
+    // figure ("1.00 MiB" after "999.50 KiB") leaves no stale characters behind.
+    fmt::print(stderr, "{}loading weights [{}{}] {:3d}% {} / {}{}", tty_ ? "\r\33[K" : "", std::string(filled, '#'),
                std::string(kWidth - filled, ' '), percent, format_bytes(done), format_bytes(total),
                done >= total ? "\n" : "");
     std::fflush(stderr);

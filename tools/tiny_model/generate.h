@@ -98,6 +98,22 @@ inline Hyper resolve_hyper(const Options& o, const Tokenizer& tok) {
     fail(ErrorKind::Usage, "--vocab {} is smaller than the tokenizer's {} tokens; use at least {}", h.vocab, tok.size(),
          min_vocab);
   }
+  // A test checkpoint is made in memory, one f32 tensor at a time: refuse sizes that could not be
+  // (the largest matrix, and the whole model) before allocating anything.
+  const auto d = [](int64_t v) { return static_cast<double>(v); };
+  const double q = d(h.heads) * d(h.head_dim);
+  const double largest =
+      std::max({d(h.vocab) * d(h.hidden), d(h.ffn) * d(h.hidden) * 2, q * d(h.hidden), d(h.hidden) * d(h.hidden)});
+  const double total = d(h.vocab) * d(h.hidden) * 2 + d(h.layers) * (2 * q * d(h.hidden) + 3 * d(h.ffn) * d(h.hidden));
+  constexpr double kMaxTensor = double(int64_t{1} << 30);  // elements (4 GiB in f32)
+  constexpr double kMaxModel = 20e9;                       // parameters
+  if (largest > kMaxTensor || total > kMaxModel) {
+    fail(ErrorKind::Usage,
+         "a model of {} layers, hidden {}, ffn {}, vocab {} has about {:.3g} parameters and a tensor of {:.3g} "
+         "elements; test checkpoints are made in memory: keep tensors under {:.3g} elements and the model under "
+         "{:.3g} parameters",
+         h.layers, h.hidden, h.ffn, h.vocab, total, largest, kMaxTensor, kMaxModel);
+  }
   return h;
 }
 
