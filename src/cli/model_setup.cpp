@@ -26,8 +26,8 @@ void RunOptions::add_to(CLI::App& cmd, bool model_required) {
   cmd.add_option("--threads,-t", threads,
                  "Worker threads in all, split over the devices (0: all cores); cpu:0=6GiB@2 sets one device's")
       ->capture_default_str();
-  cmd.add_option("--ctx,-c", ctx, "Context length to reserve KV cache for (0: the model's, at most 4096)")
-      ->capture_default_str();
+  ctx_option = cmd.add_option("--ctx,-c", ctx, "Context length to reserve KV cache for (0: the model's, at most 4096)")
+                   ->capture_default_str();
   cmd.add_flag("--quiet,-q", quiet, "Do not print the plan or the loading progress");
   cmd.add_flag("--trace-devices", trace_devices, "Log every copy between devices (also: FERRY_TRACE_DEVICES=1)");
 }
@@ -36,15 +36,17 @@ void PlacementOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--devices", devices,
                  "Devices, optional budgets and threads, e.g. cpu:0=6GiB,cpu:1=6GiB@2 (default: one CPU device per "
                  "NUMA node with its memory)");
-  cmd.add_option("--strategy", strategy, "Placement: balanced, auto, balanced_low_0, sequential (custom: --device-map)")
-      ->capture_default_str();
+  strategy_option = cmd.add_option("--strategy", strategy,
+                                   "Placement: balanced, auto, balanced_low_0, sequential (custom: --device-map)")
+                        ->capture_default_str();
   cmd.add_option("--device-map", device_map,
                  "JSON map of module-name prefixes to devices (accelerate's device_map format); unplaced modules are "
                  "placed by --strategy");
   cmd.add_flag("--strict-map", strict_map, "Refuse a --device-map that does not place every module");
   cmd.add_option("--plan", plan_file, "Replay a plan saved by `ferry plan --save` (its devices and assignment)");
-  cmd.add_option("--prefill-chunk", prefill_chunk, "Longest step: prompts are fed in chunks of this many tokens")
-      ->capture_default_str();
+  chunk_option =
+      cmd.add_option("--prefill-chunk", prefill_chunk, "Longest step: prompts are fed in chunks of this many tokens")
+          ->capture_default_str();
   cmd.add_option("--max-images", max_images,
                  "Vision models: images one prompt may carry, each planned at its largest (0: the model's default, 1)")
       ->capture_default_str();
@@ -69,6 +71,12 @@ Plan plan_for(const ModelSpec& spec, const PlacementOptions& o, const RunLimits&
   if (!o.plan_file.empty()) {
     if (!o.devices.empty() || !o.device_map.empty()) {
       fail(ErrorKind::Usage, "--plan replays a saved plan with its own devices; drop --devices/--device-map");
+    }
+    for (const CLI::Option* given : {o.strategy_option, o.chunk_option}) {
+      if (given != nullptr && given->count() > 0) {
+        fail(ErrorKind::Usage, "--plan replays a saved plan with its own {}; drop {} (or make a new plan with it)",
+             given->get_name() == "--strategy" ? "placement" : "step limits", given->get_name());
+      }
     }
     Plan plan = plan_from_json(read_json_file(o.plan_file, ErrorKind::Format), spec, o.plan_file);
     // Its figures hold only for what the engine runs: weights as stored, an f32 KV cache.
@@ -162,6 +170,9 @@ int resolve_threads(int requested) {
 std::unique_ptr<LoadedModel> load_model(const RunOptions& o) {
   auto m = std::make_unique<LoadedModel>();
   const int threads = resolve_threads(o.threads);
+  if (!o.placement.plan_file.empty() && o.ctx_option != nullptr && o.ctx_option->count() > 0) {
+    fail(ErrorKind::Usage, "--plan replays a saved plan with its own context; drop --ctx (or make a new plan with it)");
+  }
   m->ckpt = open_checkpoint(o.model);
   o.placement.apply_max_images(m->ckpt.spec);
   const ModelConfig& c = m->ckpt.config();

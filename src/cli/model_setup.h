@@ -27,6 +27,9 @@ struct PlacementOptions {
   bool strict_map = false;  // the device map must place every unit
   std::string plan_file;    // a saved plan (ferry plan --save), replayed exactly (its devices too)
   int max_images = 0;       // images one prompt may carry (0: the model's default); planned for at their largest
+  // Options a saved plan overrides, to refuse them with --plan instead of ignoring them.
+  CLI::Option* strategy_option = nullptr;
+  CLI::Option* chunk_option = nullptr;
   int64_t prefill_chunk = 512;
 
   void add_to(CLI::App& cmd);
@@ -45,6 +48,7 @@ struct RunOptions {
   int64_t ctx = 0;     // 0: min(model context, 4096)
   bool quiet = false;  // no plan, no progress bar
   bool trace_devices = false;
+  CLI::Option* ctx_option = nullptr;  // a saved plan brings its own context
 
   void add_to(CLI::App& cmd, bool model_required = true);
 };

@@ -104,12 +104,46 @@ Plan plan_from_json(const nlohmann::json& j, const ModelSpec& spec, const std::s
   differs("hidden", c.hidden);
   differs("vocab", c.vocab);
   differs("vision_layers", c.vision.n_layer);
+  // Equal sizes are not the same model: another architecture (a tied head, another layout) places
+  // other modules and parameters.
+  const auto differs_text = [&](const char* key, const std::string& ours) {
+    const std::string theirs = json_string(model, key, source);
+    if (theirs != ours) {
+      fail(ErrorKind::Usage,
+           "{}: the plan was made for a model with {} '{}', but this model's is '{}'; make a new plan with `ferry "
+           "plan --save`",
+           source, key, theirs, ours);
+    }
+  };
+  differs_text("architecture", c.architecture);
+  differs_text("family", family_name(c.family));
+  if (const auto params = json_opt_int(model, "parameters", source);
+      params && static_cast<uint64_t>(*params) != spec.parameter_count()) {
+    fail(ErrorKind::Usage,
+         "{}: the plan was made for a model of {} parameters, but this one has {}; make a new plan with `ferry plan "
+         "--save`",
+         source, *params, spec.parameter_count());
+  }
+  // The strategy is recorded, not replayed, but a name ferry does not know means a file it did not write.
+  if (const auto st = j.find("strategy"); st != j.end()) {
+    if (!st->is_string()) fail(ErrorKind::Format, "{}: \"strategy\" must be a name", source);
+    parse_strategy(st->get<std::string>());
+  }
 
   RunLimits limits;
   const auto& lj = j.at("limits");
-  limits.max_context = json_int(lj, "max_context", source);
-  limits.max_batch = json_int(lj, "max_batch", source);
-  limits.prefill_chunk = json_int(lj, "prefill_chunk", source);
+  // The same bounds as the command line's --ctx, --max-batch and --prefill-chunk.
+  const auto bounded = [&](const char* key, int64_t low, int64_t high) {
+    const int64_t v = json_int(lj, key, source);
+    if (v < low || v > high) {
+      fail(ErrorKind::Usage, "{}: limits.{} = {} is outside {}..{}; make a new plan with `ferry plan --save`", source,
+           key, v, low, high);
+    }
+    return v;
+  };
+  limits.max_context = bounded("max_context", 1, c.max_context);
+  limits.max_batch = bounded("max_batch", 1, 4096);
+  limits.prefill_chunk = bounded("prefill_chunk", 1, int64_t{1} << 20);
   if (const auto wd = lj.find("weight_dtype"); wd != lj.end() && !wd->is_null()) {
     const auto d = dtype_from_name(json_string(lj, "weight_dtype", source));
     if (!d) fail(ErrorKind::Format, "{}: unknown weight_dtype {}", source, wd->dump());
@@ -118,18 +152,36 @@ Plan plan_from_json(const nlohmann::json& j, const ModelSpec& spec, const std::s
   const auto kv = dtype_from_name(json_string(lj, "kv_dtype", source));
   if (!kv) fail(ErrorKind::Format, "{}: unknown kv_dtype {}", source, lj["kv_dtype"].dump());
   limits.kv_dtype = *kv;
-  limits.reserve_bytes = static_cast<uint64_t>(json_int(lj, "reserve_bytes", source));
+  limits.reserve_bytes = static_cast<uint64_t>(bounded("reserve_bytes", 0, INT64_MAX));
 
   std::vector<DeviceSpec> devices;
   const auto& dj = j.at("devices");
   if (!dj.is_array() || dj.empty()) fail(ErrorKind::Format, "{}: \"devices\" must be a non-empty array", source);
+  // Checked as --devices is: a known device name, each once, a budget of bytes, 0..1024 threads.
   for (const auto& d : dj) {
     DeviceSpec spec_d;
-    spec_d.id = DeviceId::parse(json_string(d, "name", source));
+    const std::string name = json_string(d, "name", source);
+    try {
+      spec_d.id = DeviceId::parse(name);
+    } catch (const Error& e) {
+      fail(ErrorKind::Usage, "{}: device \"{}\": {}", source, name, e.what());
+    }
+    for (const DeviceSpec& earlier : devices) {
+      if (earlier.id == spec_d.id) fail(ErrorKind::Usage, "{}: device {} is listed twice", source, name);
+    }
     const auto budget = d.find("budget");
-    spec_d.budget = budget == d.end() || budget->is_null() ? Allocator::kUnlimited
-                                                           : static_cast<size_t>(json_int(d, "budget", source));
-    spec_d.threads = static_cast<int>(json_opt_int(d, "threads", source).value_or(0));
+    if (budget != d.end() && !budget->is_null()) {
+      const int64_t bytes = json_int(d, "budget", source);
+      if (bytes <= 0)
+        fail(ErrorKind::Usage, "{}: device {} has a budget of {} bytes; a budget is positive", source, name, bytes);
+      spec_d.budget = static_cast<size_t>(bytes);
+    }
+    const int64_t threads = json_opt_int(d, "threads", source).value_or(0);
+    if (threads < 0 || threads > 1024) {
+      fail(ErrorKind::Usage, "{}: device {} asks for {} threads; a device takes 0 (the default) to 1024", source, name,
+           threads);
+    }
+    spec_d.threads = static_cast<int>(threads);
     devices.push_back(spec_d);
   }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "../engine/engine_fixture.h"
@@ -125,6 +126,64 @@ TEST(CliPlan, SaveReplayAndExportAccelerate) {
   EXPECT_EQ(map["model.embed_tokens"], "cpu");
   EXPECT_TRUE(map.contains("model.layers.3"));
   EXPECT_TRUE(map.contains("lm_head"));
+}
+
+// A saved plan is checked as the command line is (issue 14, item 3): device names, duplicates,
+// budgets, threads, limits, the strategy's name and the model it was made for; and the options it
+// overrides are refused, not ignored.
+TEST(CliPlan, ASavedPlanIsCheckedLikeTheCommandLine) {
+  TempDir dir("plan_checked");
+  testing::make_model(dir.str() + "/m", tiny::Arch::Llama, "hf", 3, DType::F32, 2);
+  // The same sizes, another architecture (Qwen2: biases, a tied head).
+  testing::make_model(dir.str() + "/q", tiny::Arch::Qwen2, "hf", 3, DType::F32, 2);
+  const std::string model = dir.str() + "/m";
+  const std::string saved = dir.str() + "/plan.json";
+  ASSERT_EQ(
+      run_ferry("plan --model " + model + " --devices cpu:0=256MiB,cpu:1=256MiB --ctx 64 --save " + saved).exit_code,
+      0);
+  std::ifstream in(saved);
+  const nlohmann::json plan = nlohmann::json::parse(in);
+  const std::string gen = "generate -q --prompt-ids 1,2,3 --max-tokens 2 --model " + model + " --plan ";
+  const auto refused = [&](const std::string& what, const std::function<void(nlohmann::json&)>& edit,
+                           const std::string& message, const std::string& extra = "") {
+    SCOPED_TRACE(what);
+    nlohmann::json j = plan;
+    edit(j);
+    const std::string path = dir.str() + "/edited.json";
+    std::ofstream(path) << j.dump();
+    const auto r = run_ferry(gen + path + extra);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  };
+  refused(
+      "threads", [](auto& j) { j["devices"][0]["threads"] = 100000; }, "asks for 100000 threads");
+  refused(
+      "negative threads", [](auto& j) { j["devices"][1]["threads"] = -2; }, "asks for -2 threads");
+  refused(
+      "twice", [](auto& j) { j["devices"][1]["name"] = "cpu:0"; }, "device cpu:0 is listed twice");
+  refused(
+      "budget", [](auto& j) { j["devices"][0]["budget"] = -5; }, "a budget of -5 bytes");
+  refused(
+      "device name", [](auto& j) { j["devices"][0]["name"] = "tpu:0"; }, "device \"tpu:0\"");
+  refused(
+      "strategy", [](auto& j) { j["strategy"] = "greedy"; }, "greedy");
+  refused(
+      "context", [](auto& j) { j["limits"]["max_context"] = 0; }, "limits.max_context = 0 is outside");
+  refused(
+      "chunk", [](auto& j) { j["limits"]["prefill_chunk"] = -1; }, "limits.prefill_chunk = -1 is outside");
+  refused(
+      "ctx given", [](auto&) {}, "drop --ctx", " --ctx 32");
+  refused(
+      "strategy given", [](auto&) {}, "drop --strategy", " --strategy auto");
+  refused(
+      "chunk given", [](auto&) {}, "drop --prefill-chunk", " --prefill-chunk 8");
+  // Made for the Llama, replayed on the Qwen2 of the same sizes: refused before anything runs.
+  const auto other =
+      run_ferry("generate -q --prompt-ids 1,2,3 --max-tokens 2 --model " + dir.str() + "/q --plan " + saved);
+  EXPECT_EQ(other.exit_code, 1) << other.err;
+  EXPECT_NE(other.err.find("made for a model with architecture 'LlamaForCausalLM'"), std::string::npos) << other.err;
+  // The unedited plan still runs.
+  EXPECT_EQ(run_ferry(gen + saved).exit_code, 0);
 }
 
 TEST(CliPlan, DeviceMapsPinModulesAndBadMapsFailBeforeLoading) {
