@@ -162,7 +162,9 @@ int run_chat(const ChatArgs& a) {
       session->attach_images(session->encode_images_on_device(last.batch), last.inputs());
       expanded_rows += spans * processor->cache_rows_beyond_ids();
     }
-    const GenerateResult r = generate(*session, &tok, fresh, eog, a.gen, [](std::string_view piece) {
+    GenerateOptions gen = a.gen;
+    gen.source = &model->ckpt;  // named when the logits are not finite
+    const GenerateResult r = generate(*session, &tok, fresh, eog, gen, [](std::string_view piece) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
     });

@@ -132,6 +132,7 @@ int run_generate(GenerateArgs a) {
       std::fflush(stdout);
     };
   }
+  a.gen.source = &model->ckpt;  // named when the logits are not finite
   const GenerateResult r = generate(*session, tok, prompt, eog, a.gen, sink);
   if (a.json) {
     nlohmann::json out;

@@ -24,6 +24,7 @@ int run_logits(const LogitsArgs& a) {
   auto session = model->new_session();
   if (a.run.trace_devices) session->executor().set_trace(&std::cerr);
   const std::vector<float> logits = session->eval(prompt, a.all);
+  refuse_non_finite_logits(logits, &model->ckpt);  // never written silently
   // Little-endian float32, as the machine stores it (x86-64 and AArch64 are little-endian).
   static_assert(std::endian::native == std::endian::little, "logits files are little-endian");
   if (a.out == "-") {  // standard output (main checks that it was written)

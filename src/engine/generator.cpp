@@ -1,10 +1,15 @@
 #include "engine/generator.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 
+#include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "formats/gguf.h"
 #include "text/tokenizer_loader.h"
 #include "text/vocab.h"
@@ -38,6 +43,48 @@ std::vector<int32_t> end_of_generation_ids(const Checkpoint& ckpt, const Tokeniz
 }
 
 namespace {
+
+// Checkpoint tensors (float dtypes) holding a NaN or an infinity, the first `most` of them.
+std::vector<std::string> non_finite_tensors(const Checkpoint& ckpt, size_t most) {
+  std::vector<std::string> found;
+  ThreadPool pool(1);
+  for (const TensorRecord& r : ckpt.tensors.all()) {
+    if (found.size() == most) break;
+    if (r.dtype != DType::F32 && r.dtype != DType::F16 && r.dtype != DType::BF16) continue;
+    const Tensor stored = r.view();
+    const Tensor flat = stored.reshape(Shape{stored.numel()});
+    std::vector<float> values(static_cast<size_t>(stored.numel()));
+    Tensor into = Tensor::view(Storage::view(values.data(), values.size() * sizeof(float), nullptr), 0, DType::F32,
+                               Shape{stored.numel()}, r.name);
+    kernels::to_f32(flat, into, pool);
+    if (std::any_of(values.begin(), values.end(), [](float x) { return !std::isfinite(x); })) found.push_back(r.name);
+  }
+  return found;
+}
+
+}  // namespace
+
+void refuse_non_finite_logits(std::span<const float> logits, const Checkpoint* source) {
+  const auto bad = std::find_if(logits.begin(), logits.end(), [](float x) { return !std::isfinite(x); });
+  if (bad == logits.end()) return;
+  const std::string what = fmt::format("the logits are not finite (token {} is {})", bad - logits.begin(), *bad);
+  if (source == nullptr) {
+    fail(ErrorKind::Format, "{}: the model's weights hold NaN or Inf values, or its activations overflow", what);
+  }
+  const std::vector<std::string> tensors = non_finite_tensors(*source, 5);
+  if (tensors.empty()) {
+    fail(ErrorKind::Format,
+         "{}: {}; every float weight of the checkpoint is finite, so its activations overflow f32 (a damaged or "
+         "wrongly converted checkpoint)",
+         source->path, what);
+  }
+  fail(ErrorKind::Format,
+       "{}: {}: the checkpoint holds NaN or Inf weights, e.g. in {}; the file is damaged or was "
+       "saved from a diverged training run",
+       source->path, what, fmt::join(tensors, ", "));
+}
+
+namespace {
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -64,6 +111,7 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::span<
 
   auto start = std::chrono::steady_clock::now();
   std::vector<float> logits = session.eval(prompt);
+  refuse_non_finite_logits(logits, options.source);
   result.prompt_seconds = seconds_since(start);
   start = std::chrono::steady_clock::now();
 
@@ -98,6 +146,7 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::span<
       break;
     }
     logits = session.eval(std::vector<int32_t>{id});
+    refuse_non_finite_logits(logits, options.source);
   }
   if (decoder && result.stop != StopRules::Verdict::StopString) result.text += decoder->flush();
   if (on_text && result.text.size() > emitted) on_text(std::string_view(result.text).substr(emitted));

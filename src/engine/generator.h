@@ -28,8 +28,15 @@ struct GenerateOptions {
   int max_tokens = 128;
   SamplingParams sampling;
   std::vector<std::string> stop_strings;
-  bool ignore_eos = false;  // fixed-length runs for benchmarks
+  bool ignore_eos = false;             // fixed-length runs for benchmarks
+  const Checkpoint* source = nullptr;  // named (and searched) when the logits are not finite
 };
+
+// Throws Error(Format) when `logits` hold a NaN or an infinity: the model, not ferry, is the cause.
+// With `source` the message names the checkpoint and its tensors that hold non-finite values
+// (checked only now, on the failure path), or says every weight is finite and the activations
+// overflow.
+void refuse_non_finite_logits(std::span<const float> logits, const Checkpoint* source);
 
 struct GenerateResult {
   std::vector<int32_t> ids;  // generated ids (the stopping EOG id is not included)

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -113,6 +114,10 @@ RgbImage decode_image(std::span<const uint8_t> bytes, const std::string& what, i
 }
 
 RgbImage load_image(const std::string& path, int64_t max_pixels) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    fail(ErrorKind::Io, "image '{}' is a directory; give a PNG or JPEG file", path);
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(ErrorKind::Io, "cannot open image '{}': {}", path, std::strerror(errno));
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

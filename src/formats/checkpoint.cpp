@@ -23,7 +23,9 @@ struct FdCloser {
 }  // namespace
 
 std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer (fstat below refuses it); regular files
+  // ignore the flag.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     const int err = errno;
     fail(ErrorKind::Io, "cannot open '{}': {}", path, std::strerror(err));
@@ -35,7 +37,10 @@ std::shared_ptr<const MappedFile> MappedFile::open(const std::string& path) {
     fail(ErrorKind::Io, "cannot stat '{}': {}", path, std::strerror(err));
   }
   if (S_ISDIR(st.st_mode)) fail(ErrorKind::Io, "cannot map '{}': it is a directory, not a file", path);
-  if (!S_ISREG(st.st_mode)) fail(ErrorKind::Io, "cannot map '{}': not a regular file", path);
+  if (!S_ISREG(st.st_mode)) {
+    fail(ErrorKind::Io, "cannot map '{}': {}, not a regular file (weights are memory-mapped from files)", path,
+         S_ISFIFO(st.st_mode) ? "a FIFO" : "a device or other special file");
+  }
 
   std::shared_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;

@@ -346,6 +346,28 @@ TensorSet open_sharded(const fs::path& index_path) {
 
 }  // namespace
 
+namespace {
+
+// Why `file` (expected in a model directory) cannot be read as a file, or empty when it can: a
+// dangling link, a FIFO, a directory, a device. Weights are memory-mapped: only regular files do.
+std::string not_a_file(const fs::path& file) {
+  std::error_code ec;
+  const fs::file_status link = fs::symlink_status(file, ec);
+  if (ec || !fs::exists(link)) return {};
+  const fs::file_status target = fs::status(file, ec);
+  if (fs::is_symlink(link) && (ec || !fs::exists(target))) {
+    return fmt::format("{} is a link to {}, which does not exist", file.string(), fs::read_symlink(file, ec).string());
+  }
+  if (fs::is_regular_file(target)) return {};
+  const char* kind = fs::is_fifo(target)        ? "a FIFO"
+                     : fs::is_directory(target) ? "a directory"
+                     : fs::is_socket(target)    ? "a socket"
+                                                : "a device or other special file";
+  return fmt::format("{} is {}, not a regular file (weights are memory-mapped from files)", file.string(), kind);
+}
+
+}  // namespace
+
 TensorSet open_safetensors(const std::string& path) {
   std::error_code ec;
   const fs::path p(path);
@@ -354,15 +376,25 @@ TensorSet open_safetensors(const std::string& path) {
     if (fs::is_regular_file(index, ec)) return open_sharded(index);
     const fs::path single = p / "model.safetensors";
     if (fs::is_regular_file(single, ec)) return read_safetensors_file(MappedFile::open(single.string()));
+    for (const fs::path& expected : {index, single}) {
+      if (const std::string why = not_a_file(expected); !why.empty()) fail(ErrorKind::Io, "{}: {}", path, why);
+    }
+    // Other safetensors files, regular ones only: those can be passed directly.
     std::vector<std::string> found;
     for (const auto& item : fs::directory_iterator(p, ec)) {
-      if (item.path().extension() == ".safetensors" && found.size() < 5) found.push_back(item.path().filename());
+      if (item.path().extension() == ".safetensors" && fs::is_regular_file(item.path(), ec) && found.size() < 5) {
+        found.push_back(item.path().filename());
+      }
+    }
+    if (found.empty()) {
+      fail(ErrorKind::Io, "{}: no model.safetensors or model.safetensors.index.json in this directory", path);
     }
     fail(ErrorKind::Io,
-         "{}: no model.safetensors or model.safetensors.index.json in this directory{}{}; pass a .safetensors file "
-         "directly",
-         path, found.empty() ? "" : "; found: ", fmt::join(found, ", "));
+         "{}: no model.safetensors or model.safetensors.index.json in this directory; found: {}; pass one of them "
+         "directly (--model {}/{})",
+         path, fmt::join(found, ", "), path, found.front());
   }
+  if (const std::string why = not_a_file(p); !why.empty()) fail(ErrorKind::Io, "{}", why);
   const std::string name = p.filename().string();
   if (name.size() >= 5 && name.compare(name.size() - 5, 5, ".json") == 0) return open_sharded(p);
   return read_safetensors_file(MappedFile::open(path));

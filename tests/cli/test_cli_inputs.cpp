@@ -3,13 +3,18 @@
 // text and the stats line apart when both streams share a file, budgets above the machine's
 // memory warned about, and make_tiny_model refusing sizes it cannot make.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <filesystem>
+#include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 
 #include "../engine/engine_fixture.h"
 #include "cli_runner.h"
+#include "common/golden_dir.h"
 
 namespace ferry {
 namespace {
@@ -101,11 +106,81 @@ TEST_F(CliInputs, TheTextEndsItsLineBeforeTheStatsWhenBothStreamsShareAFile) {
 TEST_F(CliInputs, BudgetsAboveTheMachinesMemoryAreWarnedAbout) {
   const auto r = run_ferry("plan --model " + model() + " --devices cpu:0=1000GiB,cpu:1=1GiB");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_NE(r.err.find("warning: the CPU budgets (cpu:0=1000.00 GiB + cpu:1=1.00 GiB) add up to 1001.00 GiB"), std::string::npos)
+  EXPECT_NE(r.err.find("warning: the CPU budgets (cpu:0=1000.00 GiB + cpu:1=1.00 GiB) add up to 1001.00 GiB"),
+            std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("more than this machine's"), std::string::npos) << r.err;
   const auto fine = run_ferry("plan --model " + model() + " --devices cpu:0=64MiB,cpu:1=64MiB");
   EXPECT_EQ(fine.err.find("warning"), std::string::npos) << fine.err;
+}
+
+// A checkpoint with NaN weights: generate and logits exit 1 naming the checkpoint and the tensor
+// (issue 14, item 7), and logits writes nothing.
+TEST_F(CliInputs, NonFiniteWeightsAreNamedAsTheCause) {
+  testing::TempDir tmp("cli_nan");
+  const std::string dir = tmp.str() + "/m";
+  std::filesystem::create_directories(dir);
+  for (const auto& f : std::filesystem::directory_iterator(model())) {
+    std::filesystem::copy(f.path(), dir + "/" + f.path().filename().string());
+  }
+  // Poison model.norm.weight (f32) in place: its bytes sit at 8 + header + data_offsets[0].
+  const std::string path = dir + "/model.safetensors";
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t header_len = 0;
+  file.read(reinterpret_cast<char*>(&header_len), 8);
+  std::string header(header_len, '\0');
+  file.read(header.data(), static_cast<std::streamsize>(header_len));
+  const auto j = nlohmann::json::parse(header);
+  const uint64_t begin = j.at("model.norm.weight").at("data_offsets").at(0).get<uint64_t>();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  file.seekp(static_cast<std::streamoff>(8 + header_len + begin));
+  file.write(reinterpret_cast<const char*>(&nan), sizeof nan);
+  file.close();
+
+  const auto gen = run_ferry("generate -q --model " + dir + " --prompt-ids 1,2,3 -n 2 --temperature 0");
+  EXPECT_EQ(gen.exit_code, 1) << gen.err;
+  EXPECT_NE(gen.err.find("the logits are not finite"), std::string::npos) << gen.err;
+  EXPECT_NE(gen.err.find(dir), std::string::npos) << gen.err;
+  EXPECT_NE(gen.err.find("NaN or Inf weights, e.g. in model.norm.weight"), std::string::npos) << gen.err;
+  const std::string out = tmp.str() + "/logits.f32";
+  const auto logits = run_ferry("logits -q --model " + dir + " --prompt-ids 1,2,3 -o " + out);
+  EXPECT_EQ(logits.exit_code, 1) << logits.err;
+  EXPECT_NE(logits.err.find("model.norm.weight"), std::string::npos) << logits.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+// Files that are not what they seem (issue 14, item 7): an image path that is a directory, a
+// model whose weights file is a FIFO or a dangling link. Clear I/O errors, exit 1, no hang.
+TEST_F(CliInputs, DirectoriesFifosAndDanglingLinksAreNamedForWhatTheyAre) {
+  testing::TempDir tmp("cli_not_files");
+  const auto image =
+      run_ferry("generate -q --model " + testing::golden_dir() + "/minicpmv/minicpmv26_slice2x2_strong/model --image " +
+                tmp.str() + " --chat --prompt hi -n 1");
+  EXPECT_EQ(image.exit_code, 1) << image.err;
+  EXPECT_NE(image.err.find("is a directory; give a PNG or JPEG file"), std::string::npos) << image.err;
+
+  for (const std::string kind : {"fifo", "dangling"}) {
+    SCOPED_TRACE(kind);
+    const std::string dir = tmp.str() + "/" + kind;
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy(model() + "/config.json", dir + "/config.json");
+    const std::string weights = dir + "/model.safetensors";
+    if (kind == "fifo") {
+      ASSERT_EQ(::mkfifo(weights.c_str(), 0600), 0);
+    } else {
+      std::filesystem::create_symlink(tmp.str() + "/nowhere.safetensors", weights);
+    }
+    const auto r = run_ferry("inspect " + dir);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(kind == "fifo" ? "is a FIFO, not a regular file" : "which does not exist"), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("pass a .safetensors file directly"), std::string::npos) << r.err;
+  }
+  const std::string fifo_gguf = tmp.str() + "/model.gguf";
+  ASSERT_EQ(::mkfifo(fifo_gguf.c_str(), 0600), 0);
+  const auto gguf = run_ferry("inspect " + fifo_gguf);
+  EXPECT_EQ(gguf.exit_code, 1) << gguf.err;
+  EXPECT_NE(gguf.err.find("a FIFO, not a regular file"), std::string::npos) << gguf.err;
 }
 
 TEST(CliTools, MakeTinyModelRefusesSizesItCannotMake) {
