@@ -110,6 +110,17 @@ int run_generate(GenerateArgs a) {
       const std::string text = processor ? processor->expand_prompt(a.prompt, processed) : a.prompt;
       prompt = model->tokenizer->encode(text, /*add_special=*/a.add_bos || model->tokenizer->vocab().add_bos);
     }
+    if (a.add_bos) {
+      // The tokenizer's post-processor may not add one by itself: then the declared BOS is
+      // prepended, or the user hears that the model has none.
+      const int32_t bos =
+          model->tokenizer->vocab().bos >= 0 ? model->tokenizer->vocab().bos : model->ckpt.config().bos_id;
+      if (bos < 0) {
+        fail(ErrorKind::Usage, "--add-bos: {} declares no BOS token (neither its tokenizer nor its config names one)",
+             a.run.model);
+      }
+      if (prompt.empty() || prompt.front() != bos) prompt.insert(prompt.begin(), bos);
+    }
   }
   if (const VisionConfig& v = model->ckpt.config().vision; v.present() && !processor) {
     // Image spans with no picture would be read as text: refused, as the original processors do.
@@ -202,7 +213,8 @@ Runner add_generate(CLI::App& app) {
                                "Random seed (same seed, same output; default: a fresh one, printed by --report)");
   cmd->add_option("--stop", a->gen.stop_strings, "Stop when this text appears (repeatable)");
   cmd->add_flag("--ignore-eos", a->gen.ignore_eos, "Do not stop at end-of-generation tokens (fixed-length runs)");
-  cmd->add_flag("--add-bos", a->add_bos, "Prepend the BOS token to the prompt text");
+  cmd->add_flag("--add-bos", a->add_bos,
+                "Start the prompt text with the model's BOS token (its tokenizer's, else its config's), once");
   cmd->add_option("--image", a->images,
                   "PNG or JPEG for the prompt's next image placeholder (repeatable, in order): MiniCPM-V "
                   "(<image>./</image>), GLM-4V <|begin_of_image|><|endoftext|><|end_of_image|>, written in --prompt "

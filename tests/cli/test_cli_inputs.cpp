@@ -114,6 +114,31 @@ TEST_F(CliInputs, BudgetsAboveTheMachinesMemoryAreWarnedAbout) {
   EXPECT_EQ(fine.err.find("warning"), std::string::npos) << fine.err;
 }
 
+// --add-bos prepends the declared BOS once, also when the tokenizer does not add one by itself
+// (the tiny Llama's post-processor adds none: issue 14, item 5).
+TEST_F(CliInputs, AddBosPrependsTheDeclaredBosOnce) {
+  const std::string base = "generate -q --model " + model() + " --prompt 'Hi there' -n 1 --temperature 0 --json";
+  const auto plain = run_ferry(base);
+  const auto with = run_ferry(base + " --add-bos");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(with.exit_code, 0) << with.err;
+  std::vector<int32_t> want = ids_of(plain, "prompt_ids");
+  ASSERT_FALSE(want.empty());
+  const auto inspect = nlohmann::json::parse(run_ferry("inspect --json " + model()).out);
+  const auto bos = inspect["bos_id"].get<int32_t>();
+  ASSERT_GE(bos, 0);
+  EXPECT_NE(want.front(), bos);
+  want.insert(want.begin(), bos);
+  EXPECT_EQ(ids_of(with, "prompt_ids"), want);
+  // With --chat the template already starts with it: not doubled.
+  const auto chat = run_ferry(base + " --add-bos --chat");
+  ASSERT_EQ(chat.exit_code, 0) << chat.err;
+  const auto chat_ids = ids_of(chat, "prompt_ids");
+  ASSERT_GE(chat_ids.size(), 2u);
+  EXPECT_EQ(chat_ids[0], bos);
+  EXPECT_NE(chat_ids[1], bos);
+}
+
 // A checkpoint with NaN weights: generate and logits exit 1 naming the checkpoint and the tensor
 // (issue 14, item 7), and logits writes nothing.
 TEST_F(CliInputs, NonFiniteWeightsAreNamedAsTheCause) {
