@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <mutex>
 #include <queue>
 #include <unordered_map>
@@ -220,6 +221,17 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special, 
     }
   }
 
+  // Text with something to say that became no token at all: the tokenizer has no token for any
+  // of its characters (and no unknown token). Dropping all of it silently would feed the model
+  // nothing, or another prompt than the user wrote.
+  const size_t produced = out.size() - (add_special ? m.prefix.size() : 0);
+  if (produced == 0 &&
+      std::any_of(text.begin(), text.end(), [](char c) { return !std::isspace(static_cast<unsigned char>(c)); })) {
+    fail(ErrorKind::Usage,
+         "the tokenizer has no token for any character of the text \"{}\" (and no unknown token): it cannot encode "
+         "it; check that the tokenizer belongs to the model",
+         utf8::sanitize(text.substr(0, std::min<size_t>(text.size(), 60))));
+  }
   if (add_special) out.insert(out.end(), m.suffix.begin(), m.suffix.end());
   return out;
 }

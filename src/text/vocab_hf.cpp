@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/error.h"
 #include "formats/json_file.h"
@@ -71,11 +72,14 @@ class TokenizerJsonReader {
     const json* decoder = member(root, "decoder");
     if (normalizer != nullptr) read_normalizer(*normalizer, 0);
     if (pre_tokenizer != nullptr) read_pre_tokenizer(*pre_tokenizer, 0);
+    if (decoder != nullptr && !decoder->is_null()) check_decoder(*decoder);
     choose_kind(decoder);
 
     read_model_vocab(*model);
     read_merges(*model);
+    check_merges();
     read_added_tokens(member(root, "added_tokens"));
+    check_complete();
     vocab_.unk = lookup_optional(member_string(*model, "unk_token"), "model.unk_token");
     if (vocab_.unk >= 0) vocab_.types[vocab_.unk] = static_cast<int32_t>(TokenType::Unknown);
     if (const json* post = member(root, "post_processor")) read_post_processor(*post, 0);
@@ -322,6 +326,10 @@ class TokenizerJsonReader {
     if (map == nullptr || !map->is_object()) {
       fail(ErrorKind::Format, "{}: model.vocab is missing or not an object", path_);
     }
+    if (map->empty()) {
+      fail(ErrorKind::Format, "{}: model.vocab is empty: no text could be encoded; this file is not a usable tokenizer",
+           path_);
+    }
     vocab_.byte_fallback = member_bool(model, "byte_fallback", false);
     vocab_.ignore_merges = member_bool(model, "ignore_merges", false);
     vocab_.fuse_unk = member_bool(model, "fuse_unk", false);
@@ -353,6 +361,59 @@ class TokenizerJsonReader {
   bool is_byte_token(const std::string& text) const {
     if (!vocab_.byte_fallback || text.size() != 6 || text.compare(0, 3, "<0x") != 0 || text[5] != '>') return false;
     return std::isxdigit(static_cast<unsigned char>(text[3])) && std::isxdigit(static_cast<unsigned char>(text[4]));
+  }
+
+  // Hugging Face's decoders: the ones a byte-level or sentencepiece vocabulary uses are read (their
+  // effect is the vocabulary kind's decoding); the WordPiece/CTC/BPE-suffix ones are not
+  // supported; any other name is an error, as in Hugging Face's tokenizers.
+  void check_decoder(const json& decoder) {
+    for_each_in(decoder, "decoders", 0, "decoder", [&](const json& c) {
+      const std::string type = member_string(c, "type");
+      static constexpr std::string_view kRead[] = {"ByteLevel", "Metaspace", "Replace",
+                                                   "Strip",     "Fuse",      "ByteFallback"};
+      static constexpr std::string_view kNotSupported[] = {"WordPiece", "BPEDecoder", "CTC"};
+      if (std::find(std::begin(kRead), std::end(kRead), type) != std::end(kRead)) return;
+      if (std::find(std::begin(kNotSupported), std::end(kNotSupported), type) != std::end(kNotSupported)) {
+        fail(ErrorKind::Unsupported,
+             "{}: the decoder \"{}\" is not supported (ferry reads byte-level and "
+             "sentencepiece-style tokenizers)",
+             path_, type);
+      }
+      fail(ErrorKind::Format, "{}: unknown decoder type \"{}\" (Hugging Face's tokenizers refuses it too)", path_,
+           utf8::sanitize(type));
+    });
+  }
+
+  // Every merge joins two tokens of model.vocab into a third one, as Hugging Face's BPE builder
+  // requires (a merge of unknown tokens can never apply, and means the file is inconsistent).
+  void check_merges() const {
+    std::unordered_set<std::string_view> tokens;
+    for (size_t id = 0; id < vocab_.tokens.size(); ++id) {
+      if (assigned_[id]) tokens.insert(vocab_.tokens[id]);
+    }
+    for (size_t i = 0; i < vocab_.merges.size(); ++i) {
+      const auto& [left, right] = vocab_.merges[i];
+      for (const std::string& piece : {left, right, left + right}) {
+        if (!tokens.count(piece)) {
+          fail(ErrorKind::Format,
+               "{}: model.merges[{}] (\"{}\" + \"{}\") needs the token \"{}\", which model.vocab "
+               "does not have; the file is inconsistent",
+               path_, i, utf8::sanitize(left), utf8::sanitize(right), utf8::sanitize(piece));
+        }
+      }
+    }
+  }
+
+  // After the vocabulary and the added tokens: every id from 0 up is defined (ids with holes are
+  // refused, as in an embedding table every row is a token).
+  void check_complete() const {
+    for (size_t id = 0; id < assigned_.size(); ++id) {
+      if (!assigned_[id]) {
+        fail(ErrorKind::Format,
+             "{}: token ids are not dense: no token has id {} (the vocabulary and added_tokens define {} of ids 0..{})",
+             path_, id, std::count(assigned_.begin(), assigned_.end(), true), assigned_.size() - 1);
+      }
+    }
   }
 
   void read_merges(const json& model) {

@@ -253,6 +253,21 @@ TEST(VocabFromTokenizerJson, ReadsASentencepieceStyleTokenizer) {
   EXPECT_EQ(tok.decode({6, 8, 6, 4, 5}), "b é");
 }
 
+// A tokenizer with no token for any character of a text (and no unknown token) refuses it instead
+// of returning no ids (issue 14, item 6); text it covers in part still encodes, as in HF.
+TEST(VocabFromTokenizerJson, TextWithNoTokenAtAllIsAnErrorNotAnEmptyPrompt) {
+  test::TempDir dir("json_uncoverable");
+  const Tokenizer tok = Tokenizer::from_vocab(vocab_from_tokenizer_json(dir.write_text(
+      "tokenizer.json",
+      R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": []}, "pre_tokenizer": {"type": "ByteLevel",
+          "add_prefix_space": false, "trim_offsets": false, "use_regex": false}, "decoder": {"type": "ByteLevel"}})")));
+  EXPECT_EQ(tok.encode("ab", false), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(tok.encode("axb", false), (std::vector<int32_t>{0, 1}));  // HF drops the x
+  EXPECT_TRUE(tok.encode("", false).empty());
+  EXPECT_TRUE(tok.encode("  ", false).empty());
+  expect_error([&] { tok.encode("xyz", false); }, ErrorKind::Usage, {"no token for any character", "xyz"});
+}
+
 TEST(VocabFromTokenizerJson, NamesWhatIsUnsupportedOrBroken) {
   test::TempDir dir("json_bad");
   const auto load = [&](const std::string& text) {
@@ -288,6 +303,34 @@ TEST(VocabFromTokenizerJson, NamesWhatIsUnsupportedOrBroken) {
                               "decoder": {"type": "ByteLevel"}})");
       },
       ErrorKind::Format, {"model.vocab"});
+  // Issue 14, item 6: what Hugging Face refuses, or what would drop text silently.
+  expect_error(
+      [&] { load(R"({"model": {"type": "BPE", "vocab": {}, "merges": []}, "decoder": {"type": "ByteLevel"}})"); },
+      ErrorKind::Format, {"model.vocab is empty"});
+  expect_error(
+      [&] {
+        load(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 2}, "merges": []},
+                              "decoder": {"type": "ByteLevel"}})");
+      },
+      ErrorKind::Format, {"not dense", "no token has id 1"});
+  expect_error(
+      [&] {
+        load(R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1}, "merges": ["a b"]},
+                              "decoder": {"type": "ByteLevel"}})");
+      },
+      ErrorKind::Format, {"model.merges[0]", "\"ab\"", "model.vocab does not have"});
+  expect_error(
+      [&] {
+        load(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+                              "decoder": {"type": "Sequence", "decoders": [{"type": "ByteLevel"}, {"type": "Frobnicate"}]}})");
+      },
+      ErrorKind::Format, {"unknown decoder type \"Frobnicate\""});
+  expect_error(
+      [&] {
+        load(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+                              "pre_tokenizer": {"type": "ByteLevel"}, "decoder": {"type": "CTC"}})");
+      },
+      ErrorKind::Unsupported, {"the decoder \"CTC\" is not supported"});
   // tokenizer_config.json naming a token the vocabulary does not have.
   dir.write_text("tokenizer_config.json", R"({"eos_token": "<|nope|>"})");
   expect_error([&] { load(kByteLevelJson); }, ErrorKind::Format, {"<|nope|>"});
