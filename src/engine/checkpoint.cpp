@@ -55,10 +55,13 @@ void refuse_unused_tensors(const Checkpoint& ck) {
   }
   const ModelConfig& c = ck.spec.config;
   const auto tied_output = tensor_name(c, LogicalTensor::Output, 0);
+  // GGUF rope_freqs: read into the config (its per-pair RoPE divisors), not loaded as a weight.
+  const auto rope_freqs = tensor_name(c, LogicalTensor::RopeFreqs, 0);
   std::vector<std::string> unused;
   for (const auto& r : ck.tensors.all()) {
     if (used.count(r.name) || is_ignorable_buffer(r.name)) continue;
     if (c.tied_embeddings && tied_output && r.name == *tied_output) continue;  // a saved copy of the tie
+    if (!c.rope_freq_factors.empty() && rope_freqs && r.name == *rope_freqs) continue;
     unused.push_back(r.name);
   }
   if (unused.empty()) return;

@@ -1,5 +1,8 @@
 #include "graph/graph.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/error.h"
 
 namespace ferry {
@@ -146,6 +149,18 @@ ValueId GraphBuilder::layer_norm(ValueId x, ValueId w, ValueId b, float eps, con
   return g_.add_node(Op::LayerNorm, inputs, NormParams{eps}, DType::F32, v(x).shape, name, module_);
 }
 
+std::vector<double> rope_frequencies(const RopeParams& p) {
+  const int half = p.n_rot / 2;
+  std::vector<double> f(static_cast<size_t>(half > 0 ? half : 0));
+  for (int i = 0; i < half; ++i) {
+    double freq = static_cast<double>(p.freq_scale) *
+                  std::pow(static_cast<double>(p.theta), -2.0 * i / static_cast<double>(p.n_rot));
+    if (!p.freq_divisors.empty()) freq /= p.freq_divisors[static_cast<size_t>(i)];
+    f[static_cast<size_t>(i)] = freq;
+  }
+  return f;
+}
+
 ValueId GraphBuilder::rope(ValueId x, ValueId positions, const RopeParams& p, const std::string& name) {
   const Value& xv = v(x);
   if (xv.shape.rank != 2 || p.head_dim <= 0 || xv.shape[1] % p.head_dim != 0 || p.n_rot > p.head_dim ||
@@ -153,6 +168,15 @@ ValueId GraphBuilder::rope(ValueId x, ValueId positions, const RopeParams& p, co
     shape_error("rope", name,
                 fmt::format("x {} with head_dim {}, n_rot {}, positions {}", xv.shape.str(), p.head_dim, p.n_rot,
                             v(positions).shape.str()));
+  }
+  const bool divisors_ok =
+      (p.freq_divisors.empty() || p.freq_divisors.size() == static_cast<size_t>(p.n_rot / 2)) &&
+      std::all_of(p.freq_divisors.begin(), p.freq_divisors.end(), [](double d) { return std::isfinite(d) && d > 0; });
+  if (!divisors_ok || !(std::isfinite(p.attn_factor) && p.attn_factor > 0.0f)) {
+    shape_error("rope", name,
+                fmt::format("{} frequency divisors for n_rot {} (want n_rot / 2, each finite and positive) and "
+                            "attention factor {} (want finite and positive)",
+                            p.freq_divisors.size(), p.n_rot, p.attn_factor));
   }
   return g_.add_node(Op::Rope, {x, positions}, p, DType::F32, xv.shape, name, module_);
 }

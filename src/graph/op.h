@@ -95,7 +95,14 @@ struct RopeParams {
   RopeStyle style = RopeStyle::HalfSplit;
   float theta = 10000.0f;
   float freq_scale = 1.0f;  // linear rope scaling: position * freq_scale
+  // Per-pair divisors of the frequencies, n_rot / 2 of them (empty: none): Llama 3's scaling,
+  // llama.cpp's rope_freqs tensor, YaRN's blend of interpolated and original frequencies.
+  std::vector<double> freq_divisors = {};
+  float attn_factor = 1.0f;  // multiplies cos and sin (YaRN's attention factor)
 };
+// The angle per position of each of the n_rot / 2 pairs, in double: freq_scale * theta^(-2i / n_rot)
+// / freq_divisors[i]. Every backend's RoPE takes its frequencies from here.
+std::vector<double> rope_frequencies(const RopeParams& p);
 struct AttentionParams {
   int n_head = 0;
   int n_kv_head = 0;

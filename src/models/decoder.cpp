@@ -128,6 +128,10 @@ ModelSpec build_spec(const ModelConfig& config, const TensorLookup& lookup, cons
         c.add(m, LogicalTensor::AttnVBias, l, Shape{KVW});
       }
     }
+    if (config.qk_norm) {
+      c.add(m, LogicalTensor::AttnQNorm, l, Shape{config.head_dim});
+      c.add(m, LogicalTensor::AttnKNorm, l, Shape{config.head_dim});
+    }
     c.add(m, LogicalTensor::AttnOut, l, Shape{H, QW});
     if (config.out_bias) c.add(m, LogicalTensor::AttnOutBias, l, Shape{H});
     if (config.post_norms) c.add(m, LogicalTensor::AttnPostNorm, l, Shape{H});
@@ -199,7 +203,7 @@ Graph decoder_graph(const ModelSpec& spec, const StepShape& step, int64_t image_
     x = b.embedding(b.concat({x, images}, 0, "embed.with_images"), rows, "embed.spliced");
   }
 
-  const RopeParams rope{c.head_dim, c.n_rot, c.rope_style, c.rope_theta, c.rope_freq_scale};
+  const RopeParams rope = rope_params(c);
   AttentionParams attn;
   attn.n_head = c.n_head;
   attn.n_kv_head = c.n_kv_head;
@@ -222,6 +226,17 @@ Graph decoder_graph(const ModelSpec& spec, const StepShape& step, int64_t image_
       q = b.matmul(h, w(LogicalTensor::AttnQ), w(LogicalTensor::AttnQBias), p + ".q");
       k = b.matmul(h, w(LogicalTensor::AttnK), w(LogicalTensor::AttnKBias), p + ".k");
       v = b.matmul(h, w(LogicalTensor::AttnV), w(LogicalTensor::AttnVBias), p + ".v");
+    }
+    if (c.qk_norm) {
+      // Qwen3: RMSNorm over each head's head_dim values, one weight shared by the heads: the rows
+      // [T, heads * hd] read as [T * heads, hd] for the norm, then back.
+      const auto per_head_norm = [&](ValueId x_in, int heads, LogicalTensor role, const std::string& name) {
+        const ValueId rows = b.reshape(x_in, Shape{T * heads, c.head_dim}, name + ".heads");
+        const ValueId normed = b.rms_norm(rows, w(role), c.norm_eps, name);
+        return b.reshape(normed, Shape{T, int64_t{heads} * c.head_dim}, name + ".rows");
+      };
+      q = per_head_norm(q, c.n_head, LogicalTensor::AttnQNorm, p + ".q_norm");
+      k = per_head_norm(k, c.n_kv_head, LogicalTensor::AttnKNorm, p + ".k_norm");
     }
     q = b.rope(q, positions, rope, p + ".q_rope");
     k = b.rope(k, positions, rope, p + ".k_rope");

@@ -1,6 +1,6 @@
-// One decoder for Llama, Qwen2, GLM (HF), GLM-4-0414 and ChatGLM: the differences between them are
-// flags in ModelConfig and rows in the tensor-name table. Declares the model's modules (the units
-// a plan places) and builds the graph of one step. Knows no devices.
+// One decoder for Llama (and Mistral), Qwen2, Qwen3, GLM (HF), GLM-4-0414 and ChatGLM: the
+// differences between them are flags in ModelConfig and rows in the tensor-name table. Declares the
+// model's modules (the units a plan places) and builds the graph of one step. Knows no devices.
 #pragma once
 
 #include <cstdint>

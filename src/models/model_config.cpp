@@ -1,5 +1,6 @@
 #include "models/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -18,8 +19,107 @@ const char* family_name(Family family) {
       return "glm4";
     case Family::ChatGlm:
       return "chatglm";
+    case Family::Qwen3:
+      return "qwen3";
   }
   return "unknown";
+}
+
+const char* rope_scaling_name(RopeScalingType type) {
+  switch (type) {
+    case RopeScalingType::None:
+      return "none";
+    case RopeScalingType::Linear:
+      return "linear";
+    case RopeScalingType::Llama3:
+      return "llama3";
+    case RopeScalingType::Yarn:
+      return "yarn";
+  }
+  return "unknown";
+}
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// theta^(-2i / n_rot): pair i's unscaled frequency.
+double base_frequency(int n_rot, double theta, int i) {
+  return std::pow(theta, -2.0 * i / static_cast<double>(n_rot));
+}
+
+}  // namespace
+
+std::vector<double> llama3_rope_divisors(int n_rot, double theta, const RopeScaling& s) {
+  const double orig = static_cast<double>(s.original_context);
+  const double low_freq_wavelength = orig / s.low_freq_factor;    // longer: divided by factor
+  const double high_freq_wavelength = orig / s.high_freq_factor;  // shorter: kept
+  std::vector<double> d;
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double wavelength = 2.0 * kPi / base_frequency(n_rot, theta, i);
+    if (wavelength < high_freq_wavelength) {
+      d.push_back(1.0);
+    } else if (wavelength > low_freq_wavelength) {
+      d.push_back(s.factor);
+    } else {
+      const double smooth = (orig / wavelength - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+      d.push_back(1.0 / ((1.0 - smooth) / s.factor + smooth));
+    }
+  }
+  return d;
+}
+
+std::vector<double> yarn_rope_divisors(int n_rot, double theta, const RopeScaling& s) {
+  // The pair index at which `rotations` full turns fit in the original context.
+  const auto correction_dim = [&](double rotations) {
+    return n_rot * std::log(s.original_context / (rotations * 2.0 * kPi)) / (2.0 * std::log(theta));
+  };
+  double low = correction_dim(s.beta_fast);
+  double high = correction_dim(s.beta_slow);
+  if (s.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, static_cast<double>(n_rot - 1));
+  if (low == high) high += 0.001;  // as transformers: no division by zero
+  std::vector<double> d;
+  for (int i = 0; i < n_rot / 2; ++i) {
+    // ramp 0: the original frequency (extrapolation), 1: frequency / factor (interpolation).
+    const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+    d.push_back(1.0 / (ramp / s.factor + (1.0 - ramp)));
+  }
+  return d;
+}
+
+double yarn_mscale(double factor, double mscale) {
+  return factor <= 1.0 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0;
+}
+
+RopeParams rope_params(const ModelConfig& c) {
+  RopeParams p{c.head_dim, c.n_rot, c.rope_style, c.rope_theta, c.rope_freq_scale};
+  std::vector<double> divisors(static_cast<size_t>(c.n_rot / 2), 1.0);
+  bool divided = false;
+  const auto apply = [&](const auto& per_pair) {
+    for (size_t i = 0; i < divisors.size() && i < per_pair.size(); ++i) divisors[i] *= static_cast<double>(per_pair[i]);
+    divided = true;
+  };
+  if (!c.rope_freq_factors.empty()) apply(c.rope_freq_factors);
+  const double theta = static_cast<double>(c.rope_theta);
+  switch (c.rope_scaling.type) {
+    case RopeScalingType::Llama3:
+      apply(llama3_rope_divisors(c.n_rot, theta, c.rope_scaling));
+      break;
+    case RopeScalingType::Yarn:
+      apply(yarn_rope_divisors(c.n_rot, theta, c.rope_scaling));
+      p.attn_factor = static_cast<float>(c.rope_scaling.attention_factor);
+      break;
+    case RopeScalingType::None:
+    case RopeScalingType::Linear:
+      break;
+  }
+  if (divided) p.freq_divisors = std::move(divisors);
+  return p;
 }
 
 const char* vision_family_name(VisionFamily family) {
@@ -94,6 +194,42 @@ void vision_validate(const VisionConfig& v, const std::string& source) {
   }
 }
 
+void rope_validate(const ModelConfig& c, const std::string& source) {
+  if (!c.rope_freq_factors.empty() && c.rope_freq_factors.size() != static_cast<size_t>(c.n_rot / 2)) {
+    fail(ErrorKind::Config, "{}: {} stored RoPE frequency factors (rope_freqs) for {} rotated dims; want {}", source,
+         c.rope_freq_factors.size(), c.n_rot, c.n_rot / 2);
+  }
+  for (size_t i = 0; i < c.rope_freq_factors.size(); ++i) {
+    if (!(std::isfinite(c.rope_freq_factors[i]) && c.rope_freq_factors[i] > 0.0f)) {
+      fail(ErrorKind::Config, "{}: RoPE frequency factor {} (rope_freqs) is {}; each must be finite and positive",
+           source, i, c.rope_freq_factors[i]);
+    }
+  }
+  const RopeScaling& s = c.rope_scaling;
+  if (s.type != RopeScalingType::Llama3 && s.type != RopeScalingType::Yarn) return;
+  const char* type = rope_scaling_name(s.type);
+  const auto positive = [&](const char* what, double v) {
+    if (!(std::isfinite(v) && v > 0.0)) {
+      fail(ErrorKind::Config, "{}: {} RoPE scaling: {} must be a finite positive number, got {}", source, type, what,
+           v);
+    }
+  };
+  positive("factor", s.factor);
+  positive("original_max_position_embeddings", s.original_context);
+  if (s.type == RopeScalingType::Llama3) {
+    positive("low_freq_factor", s.low_freq_factor);
+    positive("high_freq_factor", s.high_freq_factor);
+    if (!(s.high_freq_factor > s.low_freq_factor)) {
+      fail(ErrorKind::Config, "{}: llama3 RoPE scaling: high_freq_factor {} must be greater than low_freq_factor {}",
+           source, s.high_freq_factor, s.low_freq_factor);
+    }
+  } else {
+    positive("beta_fast", s.beta_fast);
+    positive("beta_slow", s.beta_slow);
+    positive("the attention factor", s.attention_factor);
+  }
+}
+
 }  // namespace
 
 void ModelConfig::validate(const std::string& source) const {
@@ -122,6 +258,7 @@ void ModelConfig::validate(const std::string& source) const {
   };
   finite_positive("the RoPE base (rope_theta)", rope_theta);
   finite_positive("the RoPE frequency scale (1 / rope_scaling factor)", rope_freq_scale);
+  rope_validate(*this, source);
   finite_positive("the norm epsilon", norm_eps);
   if (max_context <= 0) fail(ErrorKind::Config, "{}: the model context must be positive, got {}", source, max_context);
   if (vision.present()) vision_validate(vision, source);

@@ -16,8 +16,48 @@ enum class Family : uint8_t {
   Glm,      // GlmForCausalLM (glm-4-9b-chat-hf): partial adjacent RoPE, q/k/v bias, fused gate_up
   Glm4,     // Glm4ForCausalLM (GLM-4-0414): as Glm plus post-attention and post-MLP norms
   ChatGlm,  // THUDM ChatGLMModel (ChatGLM3, glm-4-9b-chat, GLM-4V's LM): fused query_key_value
+  Qwen3,    // Qwen3ForCausalLM, GGUF qwen3: per-head q/k RMSNorm, no q/k/v bias, head_dim of its own
 };
 const char* family_name(Family family);
+
+// How RoPE's frequencies are stretched for a longer context than the model was pre-trained on.
+enum class RopeScalingType : uint8_t {
+  None,
+  Linear,  // every frequency / factor (ModelConfig::rope_freq_scale)
+  Llama3,  // Llama 3.1-3.3: low frequencies / factor, high ones kept, a smooth blend between
+  Yarn,    // YaRN (Qwen2.5 long context): a per-pair blend of f and f / factor, cos/sin scaled
+};
+const char* rope_scaling_name(RopeScalingType type);
+
+// The parameters of a RoPE scaling, as transformers' rope_scaling / GGUF rope.scaling.* give them.
+struct RopeScaling {
+  RopeScalingType type = RopeScalingType::None;
+  double factor = 1.0;
+  int original_context = 0;  // Llama3 / Yarn: the context the model was pre-trained with
+  // Llama3: wavelengths over original_context / low_freq_factor are divided by factor, those under
+  // original_context / high_freq_factor kept.
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  // Yarn: the correction range, in rotations over original_context (beta_fast: where the blend
+  // starts, beta_slow: where it ends); truncate rounds its bounds outward to whole pairs.
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  bool truncate = true;
+  double attention_factor = 1.0;  // Yarn: multiplies cos and sin (the readers resolve its default)
+};
+
+// Llama 3's per-pair frequency divisors (transformers' _compute_llama3_parameters), n_rot / 2 of
+// them: factor where the pair's wavelength 2 pi / theta^(-2i/n_rot) exceeds original_context /
+// low_freq_factor, 1 where it is under original_context / high_freq_factor, and in between the
+// divisor of the blend (1 - s) f / factor + s f, s = (original_context / wavelength -
+// low_freq_factor) / (high_freq_factor - low_freq_factor).
+std::vector<double> llama3_rope_divisors(int n_rot, double theta, const RopeScaling& s);
+// YaRN's per-pair frequency divisors (transformers' _compute_yarn_parameters), n_rot / 2 of them:
+// pair i gets f / factor * r_i + f * (1 - r_i), r_i = clamp((i - low) / (high - low), 0, 1), the
+// correction range [low, high] where beta_fast and beta_slow rotations fit in original_context.
+std::vector<double> yarn_rope_divisors(int n_rot, double theta, const RopeScaling& s);
+// YaRN's default attention factor: 0.1 * mscale * ln(factor) + 1 (1 for factor <= 1).
+double yarn_mscale(double factor, double mscale = 1.0);
 
 // Which tensor names the checkpoint uses (see models/tensor_names.h).
 enum class TensorLayout : uint8_t {
@@ -110,6 +150,10 @@ struct ModelConfig {
   RopeStyle rope_style = RopeStyle::HalfSplit;
   float rope_theta = 10000.0f;
   float rope_freq_scale = 1.0f;  // linear scaling: 1 / factor
+  RopeScaling rope_scaling;      // Llama3 and Yarn (Linear only names rope_freq_scale's origin)
+  // Per-pair frequency divisors the checkpoint stores (GGUF rope_freqs.weight: how llama.cpp's
+  // converter writes Llama 3's scaling), n_rot / 2 of them; empty: none.
+  std::vector<float> rope_freq_factors;
 
   float norm_eps = 1e-5f;
 
@@ -120,6 +164,7 @@ struct ModelConfig {
   bool fused_gate_up = false;    // one [2F, H] matrix, gate rows first
   bool post_norms = false;       // GLM-4-0414: norms on the attention and MLP outputs before the adds
   bool tied_embeddings = false;  // the head reads the token embedding matrix
+  bool qk_norm = false;          // Qwen3: RMSNorm over each head of q and k (one [head_dim] weight each) before RoPE
 
   // Prefix of every text-model tensor name ("llm." in MiniCPM-V, whose Qwen2 sits under llm.).
   std::string tensor_prefix;
@@ -138,5 +183,9 @@ struct ModelConfig {
   int q_width() const { return n_head * head_dim; }
   int kv_width() const { return n_kv_head * head_dim; }
 };
+
+// The RoPE op's parameters for `config`: dims, pair layout, base, linear scaling, and the other
+// scalings (Llama3, Yarn, the stored rope_freqs) folded into per-pair divisors and the attention factor.
+RopeParams rope_params(const ModelConfig& config);
 
 }  // namespace ferry

@@ -9,8 +9,9 @@ namespace {
 
 // The fields of each model's published config.json that describe its shape (values copied from
 // the public model cards: THUDM/glm-4-9b-chat, THUDM/glm-4v-9b, THUDM/chatglm3-6b,
-// meta-llama/Meta-Llama-3-8B, Qwen/Qwen2-7B, openbmb/MiniCPM-V-2_6).
-constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kPresets{{
+// meta-llama/Meta-Llama-3-8B, meta-llama/Llama-3.1-8B, Qwen/Qwen2-7B, Qwen/Qwen3-8B,
+// openbmb/MiniCPM-V-2_6).
+constexpr std::array<std::pair<std::string_view, std::string_view>, 8> kPresets{{
     {"glm-4-9b-chat", R"({
   "architectures": ["ChatGLMModel"], "model_type": "chatglm",
   "add_bias_linear": false, "add_qkv_bias": true, "apply_residual_connection_post_layernorm": false,
@@ -49,6 +50,23 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 6> kPresets{
   "intermediate_size": 14336, "max_position_embeddings": 8192, "num_attention_heads": 32,
   "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05, "rope_scaling": null,
   "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "vocab_size": 128256
+})"},
+    {"llama-3.1-8b", R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama", "attention_bias": false, "mlp_bias": false,
+  "bos_token_id": 128000, "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096,
+  "intermediate_size": 14336, "max_position_embeddings": 131072, "num_attention_heads": 32,
+  "num_hidden_layers": 32, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+  "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+    "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "vocab_size": 128256
+})"},
+    {"qwen3-8b", R"({
+  "architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "attention_bias": false, "bos_token_id": 151643,
+  "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 12288,
+  "max_position_embeddings": 40960, "max_window_layers": 36, "num_attention_heads": 32, "num_hidden_layers": 36,
+  "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000,
+  "sliding_window": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "use_sliding_window": false,
+  "vocab_size": 151936
 })"},
     {"qwen2-7b", R"({
   "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "bos_token_id": 151643, "eos_token_id": 151643,

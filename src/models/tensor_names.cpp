@@ -61,6 +61,11 @@ constexpr NameRow kNames[] = {
      "transformer.encoder.layers.{}.mlp.dense_4h_to_h.weight", "blk.{}.ffn_down.weight"},
     {LogicalTensor::FfnPostNorm, LayerClass::Repeating, "model.layers.{}.post_mlp_layernorm.weight", nullptr,
      "blk.{}.post_ffw_norm.weight"},
+    {LogicalTensor::AttnQNorm, LayerClass::Repeating, "model.layers.{}.self_attn.q_norm.weight", nullptr,
+     "blk.{}.attn_q_norm.weight"},
+    {LogicalTensor::AttnKNorm, LayerClass::Repeating, "model.layers.{}.self_attn.k_norm.weight", nullptr,
+     "blk.{}.attn_k_norm.weight"},
+    {LogicalTensor::RopeFreqs, LayerClass::Input, nullptr, nullptr, "rope_freqs.weight"},
 };
 static_assert(std::size(kNames) == static_cast<size_t>(LogicalTensor::Count), "every logical tensor needs names");
 
@@ -77,9 +82,10 @@ const NameRow& row(LogicalTensor t) {
 }
 
 constexpr const char* kLogicalNames[] = {
-    "token_embedding", "output_norm", "output",      "attn_norm",   "attn_q",        "attn_k",   "attn_v",
-    "attn_qkv",        "attn_q_bias", "attn_k_bias", "attn_v_bias", "attn_qkv_bias", "attn_out", "attn_out_bias",
-    "attn_post_norm",  "ffn_norm",    "ffn_gate",    "ffn_up",      "ffn_gate_up",   "ffn_down", "ffn_post_norm",
+    "token_embedding", "output_norm",   "output",         "attn_norm",   "attn_q",      "attn_k",
+    "attn_v",          "attn_qkv",      "attn_q_bias",    "attn_k_bias", "attn_v_bias", "attn_qkv_bias",
+    "attn_out",        "attn_out_bias", "attn_post_norm", "ffn_norm",    "ffn_gate",    "ffn_up",
+    "ffn_gate_up",     "ffn_down",      "ffn_post_norm",  "attn_q_norm", "attn_k_norm", "rope_freqs",
 };
 static_assert(std::size(kLogicalNames) == static_cast<size_t>(LogicalTensor::Count),
               "every logical tensor needs a name");

@@ -32,6 +32,9 @@ enum class LogicalTensor : uint8_t {
   FfnGateUp,  // fused, gate rows first
   FfnDown,
   FfnPostNorm,  // GLM-4-0414 post_mlp_layernorm
+  AttnQNorm,    // Qwen3 q_norm: RMSNorm weight [head_dim] shared by every query head
+  AttnKNorm,    // Qwen3 k_norm
+  RopeFreqs,    // GGUF rope_freqs: per-pair RoPE frequency divisors, read into ModelConfig (not a weight)
   Count,
 };
 

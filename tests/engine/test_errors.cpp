@@ -121,9 +121,9 @@ TEST(CheckpointErrors, UnsupportedRopeScalingIsRefusedNotIgnored) {
   TempDir dir("rope_scaling");
   testing::make_model(dir.str(), tiny::Arch::Llama, "hf", 1);
   auto config = read(dir.str() + "/config.json");
-  config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  config["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 4.0}};
   write(dir.str() + "/config.json", config);
-  expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Unsupported, {"yarn"});
+  expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Unsupported, {"dynamic"});
 }
 
 TEST(CheckpointErrors, MissingPathAndNotAModel) {

@@ -46,7 +46,9 @@ struct TextCase {
   bool from_gguf = false;
 };
 
-inline const char* const kTextCases[] = {"llama", "qwen2", "glm4", "glm", "chatglm", "llama_q8_0", "llama_q4_0"};
+inline const char* const kTextCases[] = {"llama",      "qwen2",      "glm4",    "glm",   "chatglm",
+                                         "llama_q8_0", "llama_q4_0", "mistral", "qwen3", "llama31_rope_scaling",
+                                         "qwen2_yarn"};
 inline const char* const kChatGlmCases[] = {"chatglm_text_rope1", "chatglm_text_rope1_strong",
                                             "chatglm_text_rope500_strong"};
 

@@ -123,11 +123,13 @@ std::vector<Step> rope(const BoundOp& op) {
   d.tensors[0] = &x;
   d.tensors[1] = op.inputs[1];
   d.tensors[3] = op.output;
-  // freq_scale * theta^(-2i / n_rot) in double, carried as float (high, rest) pairs.
+  expect((p.freq_divisors.empty() || p.freq_divisors.size() == static_cast<size_t>(p.n_rot / 2)) &&
+             std::isfinite(p.attn_factor) && p.attn_factor > 0.0f,
+         op, "the frequency divisors must be none or n_rot / 2, the attention factor finite and positive");
+  // Each pair's frequency (rope_frequencies, shared with the CPU kernel) in double, carried as
+  // float (high, rest) pairs.
   d.constants_binding = 2;
-  for (int i = 0; i < p.n_rot / 2; ++i) {
-    const double f = static_cast<double>(p.freq_scale) *
-                     std::pow(static_cast<double>(p.theta), -2.0 * i / static_cast<double>(p.n_rot));
+  for (const double f : rope_frequencies(p)) {
     // The high part keeps 12 significant bits, so that the shader's (multiple of 4096) * high is exact.
     int exponent = 0;
     const double mantissa = std::frexp(f, &exponent);
@@ -143,6 +145,7 @@ std::vector<Step> rope(const BoundOp& op) {
   d.params[2] = u32(p.head_dim, "head_dim");
   d.params[3] = u32(p.n_rot, "n_rot");
   d.params[4] = p.style == RopeStyle::Adjacent ? 1 : 0;
+  d.params[5] = bits(p.attn_factor);
   d.groups = groups_for(x.dim(0) * heads * per_head);
   return {d};
 }

@@ -1,4 +1,5 @@
-// Rotary position embedding, both pair layouts, partial rotary and linear position scaling.
+// Rotary position embedding, both pair layouts, partial rotary, linear position scaling, per-pair
+// frequency divisors (Llama 3, rope_freqs, YaRN) and an attention factor on cos/sin (YaRN).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -11,40 +12,36 @@ namespace ferry::kernels {
 
 namespace {
 
-// cos/sin per (token, pair) for one set of positions and parameters, from angles computed in
-// double: positions can be large and a float angle would lose the low bits of position * frequency.
-// Every rope of a step (q and k of every layer) asks for the same table, so the last one is kept per
-// calling thread and reused while positions and parameters match.
+// cos/sin per (token, pair) for one set of positions and frequencies (rope_frequencies: the one
+// definition every backend shares), from angles computed in double: positions can be large and a
+// float angle would lose the low bits of position * frequency. Both are scaled by the attention
+// factor (YaRN). Every rope of a step (q and k of every layer) asks for the same table, so the last
+// one is kept per calling thread and reused while positions and frequencies match.
 struct CosSinTable {
-  int n_rot = -1;
-  float theta = 0.0f;
-  float freq_scale = 0.0f;
+  RopeParams params;  // the last table's (its head_dim and style unused)
   std::vector<int32_t> positions;
   std::vector<float> cos_sin;  // [T, n_rot / 2, 2]
+  bool built = false;
 
   bool matches(const RopeParams& p, const int32_t* pos, int64_t T) const {
-    return n_rot == p.n_rot && theta == p.theta && freq_scale == p.freq_scale &&
+    return built && params.n_rot == p.n_rot && params.theta == p.theta && params.freq_scale == p.freq_scale &&
+           params.attn_factor == p.attn_factor && params.freq_divisors == p.freq_divisors &&
            static_cast<int64_t>(positions.size()) == T && std::equal(positions.begin(), positions.end(), pos);
   }
 
   void build(const RopeParams& p, const int32_t* pos, int64_t T) {
-    n_rot = p.n_rot;
-    theta = p.theta;
-    freq_scale = p.freq_scale;
+    params = p;
     positions.assign(pos, pos + T);
-    const int64_t half = p.n_rot / 2;
+    built = true;
+    const std::vector<double> freqs = rope_frequencies(p);
+    const auto half = static_cast<int64_t>(freqs.size());
+    const auto scale = static_cast<double>(p.attn_factor);
     cos_sin.resize(static_cast<size_t>(T * half * 2));
-    std::vector<double> inv_freq(static_cast<size_t>(half));
-    for (int64_t i = 0; i < half; ++i) {
-      inv_freq[static_cast<size_t>(i)] =
-          std::pow(static_cast<double>(p.theta), -2.0 * static_cast<double>(i) / static_cast<double>(p.n_rot));
-    }
     for (int64_t t = 0; t < T; ++t) {
-      const double scaled_pos = static_cast<double>(pos[t]) * static_cast<double>(p.freq_scale);
       for (int64_t i = 0; i < half; ++i) {
-        const double angle = scaled_pos * inv_freq[static_cast<size_t>(i)];
-        cos_sin[static_cast<size_t>((t * half + i) * 2)] = static_cast<float>(std::cos(angle));
-        cos_sin[static_cast<size_t>((t * half + i) * 2 + 1)] = static_cast<float>(std::sin(angle));
+        const double angle = static_cast<double>(pos[t]) * freqs[static_cast<size_t>(i)];
+        cos_sin[static_cast<size_t>((t * half + i) * 2)] = static_cast<float>(scale * std::cos(angle));
+        cos_sin[static_cast<size_t>((t * half + i) * 2 + 1)] = static_cast<float>(scale * std::sin(angle));
       }
     }
   }
@@ -72,6 +69,15 @@ void rope(const Tensor& x, const Tensor& positions, const RopeParams& p, Tensor&
   }
   if (!(p.theta > 0.0f) || !std::isfinite(p.theta) || !std::isfinite(p.freq_scale)) {
     fail(ErrorKind::Usage, "rope: theta {} must be > 0 and freq_scale {} finite", p.theta, p.freq_scale);
+  }
+  if ((!p.freq_divisors.empty() && p.freq_divisors.size() != static_cast<size_t>(p.n_rot / 2)) ||
+      !std::all_of(p.freq_divisors.begin(), p.freq_divisors.end(),
+                   [](double d) { return std::isfinite(d) && d > 0.0; }) ||
+      !(std::isfinite(p.attn_factor) && p.attn_factor > 0.0f)) {
+    fail(ErrorKind::Usage,
+         "rope: {} frequency divisors for n_rot {} (want none or n_rot / 2, each finite and > 0), attention factor {} "
+         "(want finite and > 0)",
+         p.freq_divisors.size(), p.n_rot, p.attn_factor);
   }
   const int64_t T = x.dim(0);
   const int64_t width = x.dim(1);

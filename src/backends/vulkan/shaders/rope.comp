@@ -1,8 +1,9 @@
 #version 450
 // RoPE. One invocation per (token, head, j): j < n_rot/2 rotates pair j, j >= n_rot/2 copies dim
-// n_rot + (j - n_rot/2). p0 T, p1 heads, p2 head_dim, p3 n_rot, p4 adjacent (1) or half-split (0).
-// Binding 2 holds freq_scale * theta^(-2i/n_rot) per pair as float pairs (high 12 bits, rest)
-// computed on the host in double; the angle is reduced modulo 2 pi exactly enough that far
+// n_rot + (j - n_rot/2). p0 T, p1 heads, p2 head_dim, p3 n_rot, p4 adjacent (1) or half-split (0),
+// p5 the attention factor that scales cos and sin (float bits; 1 but for YaRN).
+// Binding 2 holds each pair's frequency (rope_frequencies: freq_scale * theta^(-2i/n_rot) / divisor)
+// as float pairs (high 12 bits, rest) computed on the host in double; the angle is reduced modulo 2 pi exactly enough that far
 // positions keep their low bits, and the sine and cosine are our own polynomials (drivers' sin and
 // cos need only be accurate to 2^-11).
 #include "common.glsl"
@@ -69,7 +70,7 @@ void main() {
   precise float pl = float(position & 4095);
   const vec2 f = freq[pc.off[2] / 2u + j];
   precise float angle = reduce_two_pi(ph * f.x) + reduce_two_pi(pl * f.x) + (ph * f.y + pl * f.y);
-  const vec2 sc = sincos_of(angle);
+  const vec2 sc = sincos_of(angle) * pf(5);
   const float x0 = x[xb + a], x1 = x[xb + b];
   o[ob + a] = x0 * sc.y - x1 * sc.x;
   o[ob + b] = x0 * sc.x + x1 * sc.y;
