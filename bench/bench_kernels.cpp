@@ -1,6 +1,7 @@
-// Decode speed of the CPU kernels: gemv (M = 1) over weights of each dtype, reported as weight
-// bytes per second next to the machine's measured read bandwidth: counter "read_bw_GBps", and
-// "of_read_bw", the achieved fraction of it (a plain ratio; Benchmark prints rate counters with /s).
+// Decode speed of the CPU kernels: gemv (M = 1) over weights of each dtype (every GGUF type ferry
+// reads), reported as weight bytes per second next to the machine's measured read bandwidth:
+// counter "read_bw_GBps", and "of_read_bw", the achieved fraction of it (a plain ratio; Benchmark
+// prints rate counters with /s).
 // Weights are cycled through enough copies to exceed the last-level cache, as in a real decode
 // where every layer's weights stream from memory once per token.
 //
@@ -8,6 +9,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
@@ -15,6 +17,7 @@
 #include "backends/cpu/kernels/bandwidth.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/simd.h"
+#include "core/half.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 
@@ -33,6 +36,49 @@ Tensor random_f32(const Shape& shape, uint32_t seed) {
   return t;
 }
 
+// The fp16 fields (scales, mins) of each GGUF block type ferry reads but does not write, by byte
+// offset in the block.
+std::vector<size_t> half_fields(DType dtype) {
+  switch (dtype) {
+    case DType::Q4_1:
+    case DType::Q5_1:
+    case DType::Q4_K:
+    case DType::Q5_K:
+      return {0, 2};
+    case DType::Q2_K:
+      return {80, 82};
+    case DType::Q3_K:
+      return {108};
+    case DType::Q6_K:
+      return {208};
+    default:  // q5_0, iq4_nl, iq4_xs
+      return {0};
+  }
+}
+
+// A weight matrix of `dtype`: quantized from random floats where ferry has a quantizer, else random
+// blocks (random quants and scales, small finite fp16 fields): the speed is the same.
+Tensor random_weight(DType dtype, int64_t N, int64_t K, ThreadPool& pool) {
+  Tensor w = Tensor::host(dtype, Shape{N, K});
+  const DTypeTraits& t = dtype_traits(dtype);
+  const bool has_quantizer = !t.is_quantized || dtype == DType::Q8_0 || dtype == DType::Q4_0;
+  if (has_quantizer) {
+    kernels::from_f32(random_f32(Shape{N, K}, 1), w, pool);
+    return w;
+  }
+  std::mt19937 rng(1);
+  auto* p = static_cast<uint8_t*>(w.data());
+  for (size_t i = 0; i < w.nbytes(); ++i) p[i] = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> dist(-0.01f, 0.01f);
+  for (size_t b = 0; b < w.nbytes() / t.block_bytes; ++b) {
+    for (size_t at : half_fields(dtype)) {
+      const uint16_t h = f32_to_f16(dist(rng));
+      std::memcpy(p + b * t.block_bytes + at, &h, 2);
+    }
+  }
+  return w;
+}
+
 void BM_Gemv(benchmark::State& state) {
   const auto dtype = static_cast<DType>(state.range(0));
   const int64_t N = state.range(1);
@@ -40,9 +86,7 @@ void BM_Gemv(benchmark::State& state) {
   const int threads = static_cast<int>(state.range(3));
   ThreadPool pool(threads);
 
-  Tensor source = random_f32(Shape{N, K}, 1);
-  Tensor first = Tensor::host(dtype, Shape{N, K});
-  kernels::from_f32(source, first, pool);
+  Tensor first = random_weight(dtype, N, K, pool);
   const size_t weight_bytes = first.nbytes();
   const size_t copies = std::max<size_t>(1, (kStreamBytes + weight_bytes - 1) / weight_bytes);
   std::vector<Tensor> weights{first};
@@ -76,8 +120,7 @@ void BM_Prefill(benchmark::State& state) {
   const int64_t M = 64, N = 4096, K = 4096;
   const int threads = static_cast<int>(state.range(1));
   ThreadPool pool(threads);
-  Tensor w = Tensor::host(dtype, Shape{N, K});
-  kernels::from_f32(random_f32(Shape{N, K}, 1), w, pool);
+  Tensor w = random_weight(dtype, N, K, pool);
   Tensor x = random_f32(Shape{M, K}, 2);
   Tensor y = Tensor::host(DType::F32, Shape{M, N});
   for (auto _ : state) {
@@ -147,9 +190,7 @@ void BM_GemvInCache(benchmark::State& state) {
   constexpr int64_t N = 256;
   constexpr int64_t K = 1024;
   ThreadPool pool(1);
-  Tensor source = random_f32(Shape{N, K}, 1);
-  Tensor w = Tensor::host(dtype, Shape{N, K});
-  kernels::from_f32(source, w, pool);
+  Tensor w = random_weight(dtype, N, K, pool);
   Tensor x = random_f32(Shape{1, K}, 2);
   Tensor y = Tensor::host(DType::F32, Shape{1, N});
   for (auto _ : state) {
@@ -170,7 +211,9 @@ void BM_ReadBandwidth(benchmark::State& state) {
 }
 
 void GemvArgs(benchmark::internal::Benchmark* b) {
-  for (DType dtype : {DType::F32, DType::BF16, DType::F16, DType::Q8_0, DType::Q4_0}) {
+  for (DType dtype :
+       {DType::F32, DType::BF16, DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+        DType::IQ4_NL, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS}) {
     for (int64_t n : {4096, 11008}) {
       for (int threads : {1, 2}) b->Args({static_cast<int64_t>(dtype), n, 4096, threads});
     }
@@ -186,11 +229,14 @@ BENCHMARK(BM_Gemv)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GemvInCache)
-    ->DenseRange(static_cast<int64_t>(DType::F32), static_cast<int64_t>(DType::Q4_0))
+    ->DenseRange(static_cast<int64_t>(DType::F32), static_cast<int64_t>(DType::IQ4_XS))
     ->ArgName("dtype")
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Prefill)
-    ->ArgsProduct({{static_cast<int64_t>(DType::BF16), static_cast<int64_t>(DType::Q8_0)}, {1, 2}})
+    ->ArgsProduct({{static_cast<int64_t>(DType::BF16), static_cast<int64_t>(DType::Q8_0),
+                    static_cast<int64_t>(DType::Q4_0), static_cast<int64_t>(DType::Q4_K),
+                    static_cast<int64_t>(DType::Q6_K)},
+                   {1, 2}})
     ->ArgNames({"dtype", "threads"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);

@@ -13,6 +13,16 @@ constexpr DTypeTraits kTraits[] = {
     {"bf16", 1, 2, false, true},
     {"q8_0", kQK8_0, sizeof(BlockQ8_0), true, false},
     {"q4_0", kQK4_0, sizeof(BlockQ4_0), true, false},
+    {"q4_1", 32, sizeof(BlockQ4_1), true, false},
+    {"q5_0", 32, sizeof(BlockQ5_0), true, false},
+    {"q5_1", 32, sizeof(BlockQ5_1), true, false},
+    {"iq4_nl", 32, sizeof(BlockIQ4_NL), true, false},
+    {"q2_k", kQK_K, sizeof(BlockQ2_K), true, false},
+    {"q3_k", kQK_K, sizeof(BlockQ3_K), true, false},
+    {"q4_k", kQK_K, sizeof(BlockQ4_K), true, false},
+    {"q5_k", kQK_K, sizeof(BlockQ5_K), true, false},
+    {"q6_k", kQK_K, sizeof(BlockQ6_K), true, false},
+    {"iq4_xs", kQK_K, sizeof(BlockIQ4_XS), true, false},
     {"i32", 1, 4, false, false},
 };
 static_assert(std::size(kTraits) == static_cast<size_t>(DType::Count), "every DType needs traits");

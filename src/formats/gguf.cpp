@@ -313,8 +313,8 @@ TensorInfo read_tensor_info(Cursor& c, uint64_t index, uint64_t alignment) {
   const std::optional<DType> dtype = dtype_from_ggml_type(t.ggml_type);
   if (!dtype) {
     fail(ErrorKind::Unsupported,
-         "{}: tensor '{}' has type {} (id {}), which ferry does not load (supported: f32, f16, bf16, q8_0, q4_0); "
-         "requantize the model to one of those",
+         "{}: tensor '{}' has type {} (id {}), which ferry does not load (supported: f32, f16, bf16, q8_0, q4_0, "
+         "q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs); requantize the model to one of those",
          file, t.name, *type_name, t.ggml_type);
   }
   t.dtype = *dtype;
@@ -384,8 +384,28 @@ std::optional<DType> dtype_from_ggml_type(uint32_t type_id) {
       return DType::F16;
     case kGgmlTypeQ4_0:
       return DType::Q4_0;
+    case kGgmlTypeQ4_1:
+      return DType::Q4_1;
+    case kGgmlTypeQ5_0:
+      return DType::Q5_0;
+    case kGgmlTypeQ5_1:
+      return DType::Q5_1;
     case kGgmlTypeQ8_0:
       return DType::Q8_0;
+    case kGgmlTypeQ2_K:
+      return DType::Q2_K;
+    case kGgmlTypeQ3_K:
+      return DType::Q3_K;
+    case kGgmlTypeQ4_K:
+      return DType::Q4_K;
+    case kGgmlTypeQ5_K:
+      return DType::Q5_K;
+    case kGgmlTypeQ6_K:
+      return DType::Q6_K;
+    case kGgmlTypeIQ4_NL:
+      return DType::IQ4_NL;
+    case kGgmlTypeIQ4_XS:
+      return DType::IQ4_XS;
     case kGgmlTypeBF16:
       return DType::BF16;
     default:

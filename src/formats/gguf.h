@@ -47,8 +47,17 @@ std::string_view gguf_type_name(GgufType type);  // "u32", "string", "array", ..
 inline constexpr uint32_t kGgmlTypeF32 = 0;
 inline constexpr uint32_t kGgmlTypeF16 = 1;
 inline constexpr uint32_t kGgmlTypeQ4_0 = 2;
+inline constexpr uint32_t kGgmlTypeQ4_1 = 3;
+inline constexpr uint32_t kGgmlTypeQ5_0 = 6;
+inline constexpr uint32_t kGgmlTypeQ5_1 = 7;
 inline constexpr uint32_t kGgmlTypeQ8_0 = 8;
+inline constexpr uint32_t kGgmlTypeQ2_K = 10;
+inline constexpr uint32_t kGgmlTypeQ3_K = 11;
 inline constexpr uint32_t kGgmlTypeQ4_K = 12;
+inline constexpr uint32_t kGgmlTypeQ5_K = 13;
+inline constexpr uint32_t kGgmlTypeQ6_K = 14;
+inline constexpr uint32_t kGgmlTypeIQ4_NL = 20;
+inline constexpr uint32_t kGgmlTypeIQ4_XS = 23;
 inline constexpr uint32_t kGgmlTypeBF16 = 30;
 // The ggml name of a type id ("q4_k"), nullopt for ids ggml never defined.
 std::optional<std::string_view> ggml_type_name(uint32_t type_id);

@@ -88,7 +88,9 @@ TEST(DType, BlockSizes) {
   EXPECT_EQ(*dtype_bytes(DType::BF16, 3), 6u);
   EXPECT_FALSE(dtype_bytes(DType::Q8_0, 33).has_value());
   EXPECT_EQ(dtype_from_name("BF16"), DType::BF16);
-  EXPECT_FALSE(dtype_from_name("q5_k").has_value());
+  EXPECT_EQ(dtype_from_name("q5_k"), DType::Q5_K);
+  EXPECT_EQ(*dtype_bytes(DType::Q5_K, 512), 352u);
+  EXPECT_FALSE(dtype_from_name("iq2_xxs").has_value());
 }
 
 TEST(Half, RoundTripsAndRounds) {

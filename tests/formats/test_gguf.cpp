@@ -378,7 +378,8 @@ TEST(Gguf, CustomAlignment) {
 }
 
 TEST(Gguf, UnsupportedAndUnknownTypes) {
-  expect_gguf_error(one_tensor_file(12, {256}, 0, 144), ErrorKind::Unsupported, {"t.gguf", "'w'", "q4_k", "12"});
+  expect_gguf_error(one_tensor_file(16, {256}, 0, 66), ErrorKind::Unsupported, {"t.gguf", "'w'", "iq2_xxs", "16"});
+  expect_gguf_error(one_tensor_file(9, {32}, 0, 36), ErrorKind::Unsupported, {"'w'", "q8_1"});
   expect_gguf_error(one_tensor_file(28, {2}, 0, 16), ErrorKind::Unsupported, {"'w'", "f64"});
   expect_gguf_error(one_tensor_file(26, {4}, 0, 16), ErrorKind::Unsupported, {"'w'", "i32"});
   expect_gguf_error(one_tensor_file(99, {4}, 0, 16), ErrorKind::Format, {"t.gguf", "'w'", "99", "not a ggml type"});
@@ -393,6 +394,34 @@ TEST(Gguf, TooManyDimensions) {
 
 TEST(Gguf, QuantizedRowsMustFillBlocks) {
   expect_gguf_error(one_tensor_file(8, {16, 2}, 0, 68), ErrorKind::Format, {"'w'", "q8_0", "16", "block size 32"});
+  expect_gguf_error(one_tensor_file(14, {128, 2}, 0, 210), ErrorKind::Format, {"'w'", "q6_k", "128", "block size 256"});
+}
+
+TEST(Gguf, EveryGgufWeightTypeLoadsWithItsBlockBytes) {
+  // llama.cpp's type ids, names, and the bytes of a [2, one block] tensor of each.
+  const struct {
+    uint32_t id;
+    DType dtype;
+    const char* name;
+    uint64_t block;
+    uint64_t bytes;
+  } types[] = {{2, DType::Q4_0, "q4_0", 32, 18},      {3, DType::Q4_1, "q4_1", 32, 20},
+               {6, DType::Q5_0, "q5_0", 32, 22},      {7, DType::Q5_1, "q5_1", 32, 24},
+               {8, DType::Q8_0, "q8_0", 32, 34},      {10, DType::Q2_K, "q2_k", 256, 84},
+               {11, DType::Q3_K, "q3_k", 256, 110},   {12, DType::Q4_K, "q4_k", 256, 144},
+               {13, DType::Q5_K, "q5_k", 256, 176},   {14, DType::Q6_K, "q6_k", 256, 210},
+               {20, DType::IQ4_NL, "iq4_nl", 32, 18}, {23, DType::IQ4_XS, "iq4_xs", 256, 136}};
+  for (const auto& t : types) {
+    EXPECT_EQ(dtype_from_ggml_type(t.id), t.dtype) << t.name;
+    EXPECT_EQ(ggml_type_name(t.id), t.name);
+    EXPECT_EQ(dtype_name(t.dtype), t.name);
+    const GgufFile g = parse(one_tensor_file(t.id, {t.block, 2}, 0, 2 * t.bytes));
+    const TensorRecord* w = g.tensors().find("w");
+    ASSERT_NE(w, nullptr) << t.name;
+    EXPECT_EQ(w->dtype, t.dtype) << t.name;
+    EXPECT_EQ(w->shape, (Shape{2, static_cast<int64_t>(t.block)})) << t.name;
+    EXPECT_EQ(w->nbytes, 2 * t.bytes) << t.name;
+  }
 }
 
 TEST(Gguf, HugeDimensionsOverflow) {
@@ -436,5 +465,6 @@ TEST(Gguf, TypeNameTable) {
   EXPECT_EQ(ggml_type_name(35), "tq2_0");
   EXPECT_EQ(ggml_type_name(1000), std::nullopt);
   EXPECT_EQ(dtype_from_ggml_type(2), DType::Q4_0);
-  EXPECT_EQ(dtype_from_ggml_type(12), std::nullopt);
+  EXPECT_EQ(dtype_from_ggml_type(12), DType::Q4_K);
+  EXPECT_EQ(dtype_from_ggml_type(16), std::nullopt);  // iq2_xxs: not loaded
 }

@@ -1,9 +1,11 @@
 // The text-model goldens: logits and greedy ids produced by llama.cpp (text/) and by THUDM's
 // original ChatGLM code (glm/chatglm_text_*), reproduced from both the GGUF and the HF copy.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -82,10 +84,37 @@ std::vector<float> check_case(const TextCase& c, Where setup = Where::Cpu) {
   return row_diffs;
 }
 
-// Whether ferry's matmul meets weights of this golden type with activations rounded to q8_0.
+// Whether ferry's matmul meets the weights of a quantized golden with activations rounded as
+// llama.cpp rounds them (q8_0, q8_1 or q8_K by weight type).
 bool rounds_activations_like_llama_cpp(const std::string& weights_dtype) {
-  return (weights_dtype == "Q8_0" || weights_dtype == "Q4_0") &&
-         kernels::q8_0_activations() == kernels::Q8Activations::Q8_0;
+  return weights_dtype != "F32" && kernels::q8_0_activations() == kernels::Q8Activations::Q8_0;
+}
+
+// How many of a prompt's step rows the golden maker's numpy emulation of ggml's activation
+// rounding reproduced within 1e-5 (cases.json checks.<prompt>.*activation_rounding*), or all rows
+// where the case does not say.
+double emulated_rows_within(const std::string& name, const TextCase& c) {
+  const nlohmann::json cases = testing::read_json(golden_dir() + "/text/" + name + "/cases.json");
+  const std::string prompt = c.label.substr(0, c.label.find(' '));
+  for (const auto& [key, value] : cases["checks"][prompt].items()) {
+    if (key.find("activation_rounding") != std::string::npos) return value["rows_within_1e-5"].get<double>();
+  }
+  return static_cast<double>(c.expect.greedy.size());
+}
+
+// One line per GGUF copy of a case: its largest logit difference from llama.cpp and how many step
+// rows are within 1e-5 / 1e-4 (printed, and recorded in the test's XML output).
+void report(const TextCase& c, const std::vector<float>& diffs) {
+  if (diffs.empty()) return;
+  const float worst = *std::max_element(diffs.begin(), diffs.end());
+  const auto within = [&](float tol) {
+    return std::count_if(diffs.begin(), diffs.end(), [&](float d) { return d <= tol; });
+  };
+  const std::string line =
+      fmt::format("{} ({}): max |logit - llama.cpp| {:.3g} over {} rows; {} within 1e-5, {} within 1e-4", c.label,
+                  c.weights_dtype, worst, diffs.size(), within(1e-5f), within(1e-4f));
+  std::printf("[ report   ] %s\n", line.c_str());
+  ::testing::Test::RecordProperty(c.label, line);
 }
 
 class TextGolden : public ::testing::TestWithParam<const char*> {};
@@ -97,17 +126,21 @@ TEST_P(TextGolden, MatchesLlamaCppFromGgufAndHf) {
       continue;
     }
     const std::vector<float> diffs = check_case(c);
+    report(c, diffs);
     for (Where setup : {Where::Opaque, Where::OpaqueThenCpu}) {
       EXPECT_EQ(check_case(c, setup), diffs) << "the same arithmetic";
     }
     if (c.weights_dtype != "F32" && rounds_activations_like_llama_cpp(c.weights_dtype)) {
-      // llama.cpp rounds activations to q8_0 before each quantized matmul, and so do we by
-      // default: the same arithmetic, so nearly every row is as close as an f32 case (the golden
-      // README: an exact emulation gets 46 of 48 rows within 1e-5; a row can still differ where
-      // float noise moves one block's scale across an f16 rounding boundary). With f32
-      // activations no row gets within 1e-4 (they differ by up to 0.24).
+      // llama.cpp rounds activations (to q8_0, q8_1 or q8_K by weight type) before each quantized
+      // matmul, and so do we by default: the same arithmetic, so nearly every row is as close as
+      // an f32 case. A row can still differ where float noise moves one block's scale across an
+      // f16 rounding boundary (or one x * scale across k + 0.5): the golden maker's exact numpy
+      // emulation of ggml's rounding gets 9 of llama_q4_1 p1's 24 rows within 1e-5 (and ferry the
+      // same 9, to the same logits). So: 90% of the rows, or as many as that emulation got. With
+      // f32 activations no row gets within 1e-4 (they differ by up to 0.3).
       const auto close = std::count_if(diffs.begin(), diffs.end(), [](float d) { return d <= 1e-4f; });
-      EXPECT_GE(static_cast<double>(close), 0.9 * static_cast<double>(diffs.size()))
+      EXPECT_GE(static_cast<double>(close),
+                std::min(0.9 * static_cast<double>(diffs.size()), emulated_rows_within(GetParam(), c)))
           << c.label << ": rows within 1e-4 of llama.cpp";
     }
   }

@@ -42,13 +42,15 @@ struct TextCase {
   std::string label;       // "<prompt> gguf" / "<prompt> hf" / the glm case's name
   std::string model_path;  // model.gguf, hf/ or model/
   Expectation expect;
-  std::string weights_dtype;  // the golden's: F32, Q8_0, Q4_0
+  std::string weights_dtype;  // the golden's: F32, Q8_0, Q4_0, Q4_1, ..., Q4_K_M, Q5_K_M
   bool from_gguf = false;
 };
 
-inline const char* const kTextCases[] = {"llama",      "qwen2",      "glm4",    "glm",   "chatglm",
-                                         "llama_q8_0", "llama_q4_0", "mistral", "qwen3", "llama31_rope_scaling",
-                                         "qwen2_yarn"};
+inline const char* const kTextCases[] = {
+    "llama",        "qwen2",       "glm4",       "glm",          "chatglm",
+    "llama_q8_0",   "llama_q4_0",  "mistral",    "qwen3",        "llama31_rope_scaling",
+    "qwen2_yarn",   "llama_q4_1",  "llama_q5_0", "llama_iq4_nl", "llama_q3_k",
+    "llama_q4_k_m", "llama_q5_k_m"};
 inline const char* const kChatGlmCases[] = {"chatglm_text_rope1", "chatglm_text_rope1_strong",
                                             "chatglm_text_rope500_strong"};
 

@@ -5,10 +5,13 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 #include <set>
 
 #include "backends/registry.h"
+#include "backends/vulkan/lowering.h"
+#include "common/expect_error.h"
 #include "engine/plan_placement.h"
 #include "engine/weight_loader.h"
 #include "golden/text_cases.h"
@@ -65,7 +68,17 @@ struct Loaded {
       // at run time).
       request.devices = {DeviceSpec{DeviceId::parse("cpu:0")}};
       const DevicePlan whole = make_plan(ckpt.spec, request).devices.at(0);
-      const size_t budget = static_cast<size_t>(whole.total() - (whole.weight_bytes + whole.kv_bytes) * 45 / 100);
+      size_t budget = static_cast<size_t>(whole.total() - (whole.weight_bytes + whole.kv_bytes) * 45 / 100);
+      // A one-layer model's layer can be more than 55% of it: each device then holds at least its
+      // workspace and the two largest units (the custom map below may pin the head beside the
+      // layer), still not the whole model.
+      std::vector<uint64_t> unit_bytes;
+      for (const UnitCost& u : unit_costs(ckpt.spec, limits)) unit_bytes.push_back(u.weight_bytes + u.kv_bytes);
+      std::sort(unit_bytes.rbegin(), unit_bytes.rend());
+      if (unit_bytes.size() >= 2) {
+        budget = std::max(budget, static_cast<size_t>(whole.total() - whole.weight_bytes - whole.kv_bytes +
+                                                      unit_bytes[0] + unit_bytes[1]));
+      }
       specs = {DeviceSpec{DeviceId::parse("vulkan:0.0"), budget, 1},
                DeviceSpec{DeviceId::parse("vulkan:0.1"), budget, 1}, DeviceSpec{DeviceId::parse("cpu:0"), budget, 2}};
       request.strategy = *setup.strategy;
@@ -107,11 +120,46 @@ void check_text_case(const TextCase& c) {
   }
 }
 
+// Whether the Vulkan backend has kernels for every weight of a checkpoint (as matmul weights and
+// embedding tables).
+bool vulkan_reads_every_weight(const std::string& path) {
+  const Checkpoint ckpt = open_checkpoint(path);
+  for (const TensorRecord& t : ckpt.tensors.all()) {
+    const DType matmul[] = {DType::F32, t.dtype};
+    const DType embedding[] = {t.dtype, DType::I32};
+    if (!vulkan::supports(Op::MatMul, matmul) && !vulkan::supports(Op::Embedding, embedding)) return false;
+  }
+  return true;
+}
+
 TEST_F(VulkanGoldens, EveryTextCase) {
   if (no_device()) return;
   for (const char* name : testing::kTextCases) {
-    for (const TextCase& c : testing::text_cases(name)) check_text_case(c);
+    for (const TextCase& c : testing::text_cases(name)) {
+      // The Vulkan backend has no shaders yet for q4_1, q5_0, q5_1, iq4_nl, the k-quants and iq4_xs:
+      // a GGUF copy holding one is refused on vulkan:N (RefusesWeightTypesItHasNoShadersFor checks
+      // how) and skipped here. The hf/ copies of those cases hold the dequantized weights in f32 and
+      // run like every other case.
+      if (c.from_gguf && !vulkan_reads_every_weight(c.model_path)) continue;
+      check_text_case(c);
+    }
   }
+}
+
+// A GGUF of the usual Q4_K_M mix on vulkan:0: the run fails before any step with an error that
+// names the op, the dtype and the device, instead of running wrongly.
+TEST_F(VulkanGoldens, RefusesWeightTypesItHasNoShadersFor) {
+  if (no_device()) return;
+  const TextCase c = testing::text_cases("llama_q4_k_m").front();
+  ASSERT_TRUE(c.from_gguf);
+  EXPECT_FALSE(vulkan_reads_every_weight(c.model_path));
+  Loaded m(c.model_path, Where{});
+  testing::expect_error(
+      [&] {
+        Session s(m.ckpt.spec, m.placement, m.weights, m.context);
+        s.eval(c.expect.prompt);
+      },
+      ErrorKind::Unsupported, {"vulkan:0", "q4_k", "cannot run"});
 }
 
 TEST_F(VulkanGoldens, ChatGlmAgainstThudmOriginalCode) {

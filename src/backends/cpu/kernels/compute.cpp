@@ -1,5 +1,6 @@
 // The CPU backend's entry point for the executor: one graph op to its kernel, and the answer to
 // the scheduler's supports() question. Input orders are those documented in graph/op.h.
+#include "backends/cpu/kernels/cpu/quant_blocks.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
 
@@ -25,7 +26,8 @@ const P& params_as(Op op, const OpParams& params) {
 }
 
 bool is_weight_type(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
+         cpu::is_block_type(t);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "backends/cpu/kernels/check.h"
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/quant.h"
+#include "backends/cpu/kernels/cpu/quant_blocks.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
 
@@ -29,6 +30,11 @@ void from_f32(const Tensor& x, Tensor& out, ThreadPool& pool) {
   if (out.dtype() == DType::I32) {
     fail(ErrorKind::Unsupported, "from_f32: output '{}' is i32; only float and quantized types are produced",
          out.name());
+  }
+  if (cpu::is_block_type(out.dtype())) {
+    fail(ErrorKind::Unsupported,
+         "from_f32: output '{}' is {}, which ferry reads but does not write; use f32, f16, bf16, q8_0 or q4_0",
+         out.name(), dtype_name(out.dtype()));
   }
   const int64_t n = x.shape().last();
   pool.parallel_range(x.shape().rows(), min_chunk_for(n), [&](int64_t begin, int64_t end, int) {

@@ -12,7 +12,8 @@
 
 namespace ferry::kernels {
 
-// y[M, N] = x[M, K] * w[N, K]^T (+ bias[N]). w in f32, f16, bf16, q8_0 or q4_0.
+// y[M, N] = x[M, K] * w[N, K]^T (+ bias[N]). w in f32, f16, bf16, q8_0, q4_0, or one of the other
+// GGUF block types (q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs; cpu/quant_blocks.h).
 void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, ThreadPool& pool);
 
 // out[T, H] = table[ids[t], :] converted to f32. table in any float or quantized dtype; ids i32.
@@ -59,9 +60,10 @@ void patchify(const Tensor& x, const PatchParams& p, Tensor& out, ThreadPool& po
 void segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SegmentAttentionParams& p, Tensor& out,
                        ThreadPool& pool);
 
-// Rows of any dtype to f32 (dequantize / widen): out[r, :] for r in [0, rows(x)).
+// Rows of any dtype to f32 (dequantize / widen, bit for bit as ggml): out[r, :] for r in [0, rows(x)).
 void to_f32(const Tensor& x, Tensor& out, ThreadPool& pool);
 // f32 rows to dtype (f16, bf16, q8_0, q4_0 use round-to-nearest as GGUF's reference quantizers).
+// The other block types have no quantizer here: Error(Unsupported).
 void from_f32(const Tensor& x, Tensor& out, ThreadPool& pool);
 
 // Runs one graph op: the CPU backend's entry point, used by the runtime's executor.
@@ -75,9 +77,10 @@ bool supports(Op op, const std::vector<DType>& input_dtypes);
 // Which SIMD level the kernels chose at run time: "avx512", "avx2" or "scalar".
 const char* simd_level();
 
-// What matmul multiplies quantized (q8_0, q4_0) weights with. Q8_0 (the default): each row of
-// activations rounded to q8_0 blocks first, as llama.cpp does (with GGUF's reference rounding:
-// half away from zero), then exact integer dot products per block. That is llama.cpp's
+// What matmul multiplies quantized weights with. Q8_0 (the default): each row of activations
+// rounded first as llama.cpp rounds it for the weight type (its vec_dot_type: q8_0 blocks for q8_0,
+// q4_0, q5_0, iq4_nl, with GGUF's reference rounding, half away from zero; q8_1 for q4_1, q5_1;
+// q8_K for the k-quants and iq4_xs; cpu/quant_blocks.h), then exact integer dot products per block. That is llama.cpp's
 // arithmetic, so logits match it far more closely than f32 activations would (the golden rows
 // within 1e-6; a row can differ where float noise moves a block's scale across an f16 boundary), and it takes far fewer
 // instructions per weight byte (decode on quantized weights is bound by them, not only by memory). F32: the activations

@@ -8,6 +8,7 @@
 #include "backends/cpu/kernels/check.h"
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/quant.h"
+#include "backends/cpu/kernels/cpu/quant_blocks.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
 
@@ -15,7 +16,8 @@ namespace ferry::kernels {
 
 namespace {
 bool is_matmul_weight_type(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0 ||
+         cpu::is_block_type(t);
 }
 
 Q8Activations q8_0_activations_from_env() {
@@ -55,18 +57,34 @@ Mode mode_of(std::atomic<int>& slot, Choose choose) {
 std::atomic<int> g_q8_0_activations{-1};
 std::atomic<int> g_gemv_prefetch{-1};
 
-// args.xq, args.xq_scale: the args.M rows of x rounded to q8_0, in this thread's buffers.
-void round_rows_to_q8_0(cpu::MatmulArgs& args, const cpu::Isa& isa) {
+// args.xq and the rest: the args.M rows of x rounded as llama.cpp rounds them for the weight type
+// (q8_0, q8_1 or q8_K), in this thread's buffers.
+void round_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, cpu::ActivationQuant quant) {
   thread_local std::vector<int8_t> xq;
   thread_local std::vector<float> xq_scale;
+  thread_local std::vector<float> xq_sum;
+  thread_local std::vector<int16_t> xq_bsum;
   const int64_t K = args.K;
+  const int64_t scales = K / cpu::activation_block(quant);
   xq.resize(static_cast<size_t>(args.M * K));
-  xq_scale.resize(static_cast<size_t>(args.M * (K / 32)));
+  xq_scale.resize(static_cast<size_t>(args.M * scales));
+  if (quant == cpu::ActivationQuant::Q8_1) xq_sum.resize(static_cast<size_t>(args.M * (K / 32)));
+  if (quant == cpu::ActivationQuant::Q8_K) xq_bsum.resize(static_cast<size_t>(args.M * (K / 16)));
   for (int64_t m = 0; m < args.M; ++m) {
-    isa.quantize_row_q8_0(args.x + m * args.x_stride, K, xq.data() + m * K, xq_scale.data() + m * (K / 32));
+    const float* x = args.x + m * args.x_stride;
+    int8_t* q = xq.data() + m * K;
+    float* scale = xq_scale.data() + m * scales;
+    if (quant == cpu::ActivationQuant::Q8_K) {
+      cpu::quantize_row_q8_K_split(x, K, q, scale, xq_bsum.data() + m * (K / 16));
+    } else {
+      isa.quantize_row_q8_0(x, K, q, scale);
+      if (quant == cpu::ActivationQuant::Q8_1) cpu::q8_1_sums(x, q, K, xq_sum.data() + m * (K / 32));
+    }
   }
   args.xq = xq.data();
   args.xq_scale = xq_scale.data();
+  args.xq_sum = quant == cpu::ActivationQuant::Q8_1 ? xq_sum.data() : nullptr;
+  args.xq_bsum = quant == cpu::ActivationQuant::Q8_K ? xq_bsum.data() : nullptr;
 }
 
 }  // namespace
@@ -96,7 +114,9 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     fail(ErrorKind::Shape, "matmul: weight '{}' has shape {}, expected [N, K]", w.name(), w.shape().str());
   }
   if (!is_matmul_weight_type(w.dtype())) {
-    fail(ErrorKind::Unsupported, "matmul: weight '{}' is {}; the CPU backend takes f32, f16, bf16, q8_0 or q4_0",
+    fail(ErrorKind::Unsupported,
+         "matmul: weight '{}' is {}; the CPU backend takes f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, "
+         "q2_k, q3_k, q4_k, q5_k, q6_k or iq4_xs",
          w.name(), dtype_name(w.dtype()));
   }
   const int64_t N = w.dim(0);
@@ -146,9 +166,9 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     return;
   }
   const cpu::Isa& isa = cpu::active_isa();
-  const bool round_x =
-      (args.w_type == DType::Q8_0 || args.w_type == DType::Q4_0) && q8_0_activations() == Q8Activations::Q8_0;
-  // Rows of x rounded to q8_0 go a slab at a time (kernels.h kRoundedRowsSlabBytes), so the
+  const cpu::ActivationQuant quant = cpu::activation_quant(args.w_type);
+  const bool round_x = quant != cpu::ActivationQuant::None && q8_0_activations() == Q8Activations::Q8_0;
+  // Rows of x rounded (to q8_0, q8_1 or q8_K) go a slab at a time (kernels.h kRoundedRowsSlabBytes), so the
   // rounded copy (kept per calling thread between calls: a decode step makes hundreds of matmuls
   // of the same few sizes) stays bounded, while each slab still has enough rows (1024 at K = 4096)
   // that the weights it streams serve many of them.
@@ -160,7 +180,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     args.M = std::min(slab_rows, M - m0);
     args.x = x_all + m0 * K;
     args.y = y_all + m0 * N;
-    if (round_x) round_rows_to_q8_0(args, isa);
+    if (round_x) round_rows(args, isa, quant);
     // Split the output rows; chunks are multiples of 16 rows so the ISA's row tiles stay whole.
     constexpr int64_t kRowTile = 16;
     const int64_t tiles = (N + kRowTile - 1) / kRowTile;

@@ -9,6 +9,7 @@
 
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/quant.h"
+#include "backends/cpu/kernels/cpu/quant_blocks.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FERRY_HAVE_AVX2 1
@@ -21,6 +22,8 @@
 #endif
 
 #include "backends/cpu/kernels/cpu/simd_kernels.h"
+// After simd_kernels.h: the block types' matmul uses its f32 dot product.
+#include "backends/cpu/kernels/cpu/simd_blocks.h"
 
 namespace ferry::kernels::cpu {
 namespace {
@@ -184,6 +187,7 @@ void quantize_row_q8_0_avx2(const float* x, int64_t n, int8_t* q, float* scale) 
 }
 
 void matmul_avx2(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (is_block_type(a.w_type)) return blocks::matmul<Avx2, blocks::V256<Avx2>, 2>(a, n_begin, n_end);
   simd::matmul<Avx2, 2>(a, n_begin, n_end);
 }
 void row_to_f32_avx2(DType type, const void* src, float* dst, int64_t n) {

@@ -19,6 +19,7 @@
 
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/quant.h"
+#include "backends/cpu/kernels/cpu/quant_blocks.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FERRY_HAVE_AVX512 1
@@ -32,6 +33,8 @@
 #endif
 
 #include "backends/cpu/kernels/cpu/simd_kernels.h"
+// After simd_kernels.h: the block types' matmul uses its f32 dot product.
+#include "backends/cpu/kernels/cpu/simd_blocks.h"
 
 namespace ferry::kernels::cpu {
 namespace {
@@ -175,7 +178,77 @@ void quantize_row_q8_0_avx512(const float* x, int64_t n, int8_t* q, float* scale
   }
 }
 
+// The super-block code's vectors (simd_blocks.h, V256 states the contract): chunk p of a
+// super-block's first half in the low 256 bits, chunk p of its second half in the high 256, so each
+// integer instruction covers both halves.
+struct V512 {
+  using I = __m512i;
+  static constexpr int kHalves = 2;
+  static I pair(__m256i low, __m256i high) { return _mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1); }
+  static I load(const uint8_t* p, size_t stride) {
+    if (stride == 32) return _mm512_loadu_si512(p);
+    return stride == 0 ? _mm512_broadcast_i64x4(blocks::load32<Avx512>(p))
+                       : pair(blocks::load32<Avx512>(p), blocks::load32<Avx512>(p + stride));
+  }
+  static I load(const int8_t* p, size_t stride) {
+    if (stride == 32) return _mm512_loadu_si512(p);
+    return pair(blocks::load32<Avx512>(p), blocks::load32<Avx512>(p + stride));
+  }
+  static I nibbles(const uint8_t* p, size_t stride) {
+    return pair(blocks::nibbles<Avx512>(p), blocks::nibbles<Avx512>(p + stride));
+  }
+  template <int C0, int C1>
+  static I srl(I v) {
+    return _mm512_srlv_epi16(v, pair(_mm256_set1_epi16(C0), _mm256_set1_epi16(C1)));
+  }
+  template <int C0, int C1>
+  static I scales8(I v) {
+    return _mm512_shuffle_epi8(v, pair(_mm256_set1_epi16(static_cast<int16_t>((2 * C0) | (2 * C0 + 1) << 8)),
+                                       _mm256_set1_epi16(static_cast<int16_t>((2 * C1) | (2 * C1 + 1) << 8))));
+  }
+  template <int P>
+  static I scales16(I v) {
+    const __m256i mask = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>((4 * P + 2) | (4 * P + 3) << 8)),
+                                          _mm_set1_epi16(static_cast<int16_t>((4 * P) | (4 * P + 1) << 8)));
+    return _mm512_shuffle_epi8(v, _mm512_broadcast_i64x4(mask));
+  }
+  static I broadcast(__m128i v) { return _mm512_broadcast_i32x4(v); }
+  static I halves(__m256i scales16, int) {
+    const __m512i z = _mm512_castsi256_si512(scales16);
+    return _mm512_shuffle_i64x2(z, z, 0x50);  // 128-bit lanes 0, 0, 1, 1
+  }
+  template <bool kSigned>
+  static I products(I w, I x) {
+    if constexpr (kSigned) {  // |w| against x with w's signs moved onto it
+      const I signed_x = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+      return _mm512_maddubs_epi16(_mm512_abs_epi8(w), signed_x);
+    } else {
+      return _mm512_maddubs_epi16(w, x);
+    }
+  }
+  static I madd(I a, I b) { return _mm512_madd_epi16(a, b); }
+  static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I and_(I a, I b) { return _mm512_and_si512(a, b); }
+  static I or_(I a, I b) { return _mm512_or_si512(a, b); }
+  static I set1_8(int8_t v) { return _mm512_set1_epi8(v); }
+  static I zero() { return _mm512_setzero_si512(); }
+  template <int N>
+  static I srli(I v) {
+    return _mm512_srli_epi16(v, N);
+  }
+  template <int N>
+  static I slli(I v) {
+    return _mm512_slli_epi16(v, N);
+  }
+  static I iq4(I indices) {
+    const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues));
+    return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(table), indices);
+  }
+  static __m256i fold(I v) { return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)); }
+};
+
 void matmul_avx512(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (is_block_type(a.w_type)) return blocks::matmul<Avx512, V512, 4>(a, n_begin, n_end);
   simd::matmul<Avx512, 4>(a, n_begin, n_end);
 }
 void row_to_f32_avx512(DType type, const void* src, float* dst, int64_t n) {

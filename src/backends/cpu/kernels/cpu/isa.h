@@ -14,7 +14,7 @@ namespace ferry::kernels::cpu {
 // Every output is accumulated in f32 in one fixed order that depends only on K and the ISA (not
 // on M, the n range or the thread count), so results are reproducible for any split of the work.
 struct MatmulArgs {
-  DType w_type = DType::F32;  // f32, f16, bf16, q8_0, q4_0
+  DType w_type = DType::F32;  // f32, f16, bf16, q8_0, q4_0, or a block type of quant_blocks.h
   const float* x = nullptr;   // [M, K], rows x_stride floats apart
   int64_t M = 0;
   int64_t K = 0;
@@ -25,11 +25,14 @@ struct MatmulArgs {
   float* y = nullptr;           // [M, N], rows y_stride floats apart
   int64_t y_stride = 0;
   const float* f16_table = nullptr;  // f16 bits -> f32 (quant.h), for the block scales
-  // q8_0 and q4_0 weights only: x rounded to q8_0 as llama.cpp does (quant.h, quantize_row_q8_0_split): the
-  // quants ([M, K], rows K apart) with each block's scale as f32 ([M, K / 32]). The weights then
-  // meet x in exact integer dot products, a block at a time.
+  // Quantized weights: x rounded as llama.cpp rounds it for w_type (quant_blocks.h activation_quant:
+  // q8_0 by quantize_row_q8_0_split, q8_1, q8_K), or nullptr for the f32 activations themselves. The
+  // quants ([M, K], rows K apart) with each block's scale as f32 ([M, K / 32], or [M, K / 256] for
+  // q8_K). The weights then meet x in exact integer dot products, a block at a time.
   const int8_t* xq = nullptr;
   const float* xq_scale = nullptr;
+  const float* xq_sum = nullptr;     // q8_1: [M, K / 32], each block's s (quant_blocks.h q8_1_sums)
+  const int16_t* xq_bsum = nullptr;  // q8_K: [M, K / 16], the sum of each 16 quants
   bool prefetch = true;  // decode (M = 1): prefetch each weight stream's next rows (kernels.h gemv_prefetch)
 };
 

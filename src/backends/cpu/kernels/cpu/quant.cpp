@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/kernels/cpu/quant_blocks.h"
 #include "core/half.h"
 
 namespace ferry::kernels::cpu {
@@ -122,6 +123,18 @@ void row_to_f32_scalar(DType type, const void* src, float* dst, int64_t n) {
         dequantize_block(block, dst + i * kQK4_0);
       }
       return;
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::IQ4_NL:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::IQ4_XS:
+      dequantize_row_blocks(type, bytes, dst, n);
+      return;
     case DType::I32:
       for (int64_t i = 0; i < n; ++i) {
         int32_t v;
@@ -158,8 +171,7 @@ void row_from_f32(DType type, const float* src, void* dst, int64_t n) {
         std::memcpy(out + i * sizeof(BlockQ4_0), &block, sizeof(block));
       }
       return;
-    case DType::I32:
-    case DType::Count:
+    default:  // i32, and the block types, which have no quantizer here (from_f32 refuses them)
       break;
   }
 }

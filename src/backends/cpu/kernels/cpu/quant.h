@@ -27,9 +27,11 @@ void quantize_row_q8_0_split(const float* x, int64_t n, int8_t* q, float* scale)
 // (A function, not inline: the SIMD files must not compile half.h's inline code for their ISA.)
 float q8_0_scale(float amax);
 
-// n elements of `type` (plain or quantized) to f32, one element at a time.
+// n elements of `type` (plain or quantized, the block types of quant_blocks.h included) to f32, one
+// element at a time.
 void row_to_f32_scalar(DType type, const void* src, float* dst, int64_t n);
-// n floats to `type` (f32, f16, bf16, q8_0, q4_0); n a multiple of the block size.
+// n floats to `type` (f32, f16, bf16, q8_0, q4_0); n a multiple of the block size. Other types are
+// left unwritten: from_f32 refuses them first.
 void row_from_f32(DType type, const float* src, void* dst, int64_t n);
 
 }  // namespace ferry::kernels::cpu

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/quant.h"
+#include "backends/cpu/kernels/cpu/quant_blocks.h"
 
 namespace ferry::kernels::cpu {
 
@@ -64,7 +65,24 @@ void matmul_quantized_x(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   }
 }
 
+// Weights of a block type (quant_blocks.h) against x rounded for it: each output one dot product.
+void matmul_blocks(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  const int64_t scales = a.K / activation_block(activation_quant(a.w_type));
+  for (int64_t n = n_begin; n < n_end; ++n) {
+    const auto* row = a.w + static_cast<size_t>(n) * a.w_row_bytes;
+    for (int64_t m = 0; m < a.M; ++m) {
+      RoundedRow x;
+      x.q = a.xq + m * a.K;
+      x.scale = a.xq_scale + m * scales;
+      if (a.xq_sum != nullptr) x.sum = a.xq_sum + m * (a.K / 32);
+      if (a.xq_bsum != nullptr) x.bsum = a.xq_bsum + m * (a.K / 16);
+      a.y[m * a.y_stride + n] = dot_row_blocks_scalar(a.w_type, row, x, a.K) + (a.bias ? a.bias[n] : 0.0f);
+    }
+  }
+}
+
 void matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (a.xq != nullptr && is_block_type(a.w_type)) return matmul_blocks(a, n_begin, n_end);
   if (a.xq != nullptr) return matmul_quantized_x(a, n_begin, n_end);
   thread_local std::vector<float> w_row;
   w_row.resize(static_cast<size_t>(a.K));
