@@ -160,6 +160,12 @@ void vision_validate(const VisionConfig& v, const std::string& source) {
   positive("patch_size", v.patch);
   positive("image_size", v.image_size);
   positive("in_channels", v.in_channels);
+  if (v.n_layer > 1024 || v.hidden > (1 << 17) || v.ffn > (1 << 20) || v.in_channels > 64) {
+    fail(ErrorKind::Config,
+         "{}: vision_config of {} layers, hidden {}, intermediate {}, {} channels is implausible (ferry accepts up to "
+         "1024 layers, hidden 131072, intermediate 1048576, 64 channels); check the config",
+         source, v.n_layer, v.hidden, v.ffn, v.in_channels);
+  }
   if (v.hidden % v.n_head != 0) {
     fail(ErrorKind::Config, "{}: vision_config hidden_size {} is not divisible by num_heads {}", source, v.hidden,
          v.n_head);
@@ -243,6 +249,21 @@ void ModelConfig::validate(const std::string& source) const {
   positive("head dimension", head_dim);
   positive("feed-forward size", ffn);
   positive("vocabulary size", vocab);
+  // Sizes far beyond any published model are a broken or hostile config: refused before planning
+  // or reading anything spends minutes and gigabytes on them (the largest models have ~130 layers,
+  // hidden 16384, ffn 53248, vocabularies of 256K).
+  const auto plausible = [&](const char* what, int v, int most) {
+    if (v > most) {
+      fail(ErrorKind::Config, "{}: {} = {} is implausible (ferry accepts up to {}); check the config", source, what, v,
+           most);
+    }
+  };
+  plausible("the number of layers", n_layer, 1024);
+  plausible("the hidden size", hidden, 1 << 17);
+  plausible("the number of attention heads", n_head, 4096);
+  plausible("the head dimension", head_dim, 1 << 14);
+  plausible("the feed-forward size", ffn, 1 << 20);
+  plausible("the vocabulary size", vocab, 1 << 24);
   if (n_head % n_kv_head != 0) {
     fail(ErrorKind::Config, "{}: {} attention heads cannot be grouped over {} key/value heads (must divide)", source,
          n_head, n_kv_head);

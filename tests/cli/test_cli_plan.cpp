@@ -5,6 +5,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "../engine/engine_fixture.h"
 #include "cli_runner.h"
@@ -184,6 +185,31 @@ TEST(CliPlan, ASavedPlanIsCheckedLikeTheCommandLine) {
   EXPECT_NE(other.err.find("made for a model with architecture 'LlamaForCausalLM'"), std::string::npos) << other.err;
   // The unedited plan still runs.
   EXPECT_EQ(run_ferry(gen + saved).exit_code, 0);
+}
+
+// A config with absurd sizes is refused up front (issue 14, item 4), not planned for minutes.
+TEST(CliPlan, ImplausibleSizesAreRefusedUpFront) {
+  TempDir dir("plan_absurd");
+  for (const auto& [key, value, message] : std::vector<std::tuple<std::string, int64_t, std::string>>{
+           {"num_hidden_layers", 100000, "the number of layers = 100000 is implausible"},
+           {"num_hidden_layers", 1000000000, "the number of layers = 1000000000 is implausible"},
+           {"vocab_size", 1000000000, "the vocabulary size = 1000000000 is implausible"}}) {
+    SCOPED_TRACE(key + "=" + std::to_string(value));
+    nlohmann::json c = {{"architectures", {"LlamaForCausalLM"}},
+                        {"model_type", "llama"},
+                        {"hidden_size", 4096},
+                        {"intermediate_size", 14336},
+                        {"num_attention_heads", 32},
+                        {"num_key_value_heads", 8},
+                        {"num_hidden_layers", 32},
+                        {"vocab_size", 128256},
+                        {"max_position_embeddings", 8192}};
+    c[key] = value;
+    const std::string path = dir.write_text("config.json", c.dump());
+    const auto r = run_ferry("plan --config " + path + " --devices cuda:0=80GiB");
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+  }
 }
 
 TEST(CliPlan, DeviceMapsPinModulesAndBadMapsFailBeforeLoading) {

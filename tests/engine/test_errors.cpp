@@ -58,13 +58,18 @@ TEST(CheckpointErrors, MoreLayersInConfigThanInFileSaysHowMany) {
   testing::make_model(dir.str(), tiny::Arch::Llama, "hf", 1);
   auto config = read(dir.str() + "/config.json");
   const int stored = config["num_hidden_layers"].get<int>();
-  // A lying count costs nothing: the layers present are counted, not a billion names listed.
-  for (int declared : {stored + 1, 1000000000}) {
+  // A lying count costs nothing: the layers present are counted, not a thousand names listed.
+  for (int declared : {stored + 1, 1000}) {
     config["num_hidden_layers"] = declared;
     write(dir.str() + "/config.json", config);
     expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Shape,
                  {fmt::format("declares {} layers", declared), fmt::format("holds {}", stored)});
   }
+  // An absurd one is refused before anything is read.
+  config["num_hidden_layers"] = 1000000000;
+  write(dir.str() + "/config.json", config);
+  expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Config,
+               {"the number of layers = 1000000000 is implausible"});
 }
 
 TEST(CheckpointErrors, TensorsTheConfigDoesNotUseAreRefused) {
