@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/placed_model.h"
 #include "engine/plan_placement.h"
 #include "engine_fixture.h"
 #include "plan/strategy.h"
@@ -43,24 +44,7 @@ Greedy greedy(Session& s, const std::vector<int32_t>& prompt, int steps) {
   return r;
 }
 
-// A model planned over `devices` and loaded accordingly.
-struct Placed {
-  Plan plan;
-  DeviceSet devices;
-  Placement placement;
-  WeightStore weights;
-  Placed(const Checkpoint& ck, const PlanRequest& request)
-      : plan(make_plan(ck.spec, request)), devices(specs_of(plan), static_cast<int>(plan.devices.size())) {
-    check_plan_fits(plan, ck.spec, request);
-    placement = placement_from_plan(plan, devices);
-    load_weights(ck, placement, weights);
-  }
-  static std::vector<DeviceSpec> specs_of(const Plan& p) {
-    std::vector<DeviceSpec> s;
-    for (const auto& d : p.devices) s.push_back(d.device);
-    return s;
-  }
-};
+using Placed = testing::PlacedModel;
 
 PlanRequest request(const std::string& devices, Strategy strategy) {
   PlanRequest r;

@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "common/placed_model.h"
 #include "engine/checkpoint.h"
 #include "engine/plan_placement.h"
 #include "engine/session.h"
@@ -25,23 +26,7 @@ using testing::MiniCpmvCase;
 constexpr int64_t kContext = 160;
 constexpr int64_t kChunk = 40;  // the slice2x2 prompt's image spans fall into three prefill steps
 
-struct Placed {
-  Plan plan;
-  DeviceSet devices;
-  Placement placement;
-  WeightStore weights;
-  Placed(const Checkpoint& ck, const PlanRequest& request)
-      : plan(make_plan(ck.spec, request)), devices(specs_of(plan), static_cast<int>(plan.devices.size())) {
-    check_plan_fits(plan, ck.spec, request);
-    placement = placement_from_plan(plan, devices);
-    load_weights(ck, placement, weights);
-  }
-  static std::vector<DeviceSpec> specs_of(const Plan& p) {
-    std::vector<DeviceSpec> s;
-    for (const auto& d : p.devices) s.push_back(d.device);
-    return s;
-  }
-};
+using Placed = testing::PlacedModel;
 
 PlanRequest request(const std::string& devices, Strategy strategy) {
   PlanRequest r;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "common/placed_model.h"
 #include "engine/plan_placement.h"
 #include "plan/strategy.h"
 #include "vision_golden.h"
@@ -17,23 +18,7 @@ constexpr int64_t kContext = 64;
 constexpr int64_t kChunk = 12;  // the 16-token expanded prompt spans two steps, the image in the first
 constexpr int kSteps = 6;
 
-struct Placed {
-  Plan plan;
-  DeviceSet devices;
-  Placement placement;
-  WeightStore weights;
-  Placed(const Checkpoint& ck, const PlanRequest& request)
-      : plan(make_plan(ck.spec, request)), devices(specs_of(plan), static_cast<int>(plan.devices.size())) {
-    check_plan_fits(plan, ck.spec, request);
-    placement = placement_from_plan(plan, devices);
-    load_weights(ck, placement, weights);
-  }
-  static std::vector<DeviceSpec> specs_of(const Plan& p) {
-    std::vector<DeviceSpec> s;
-    for (const auto& d : p.devices) s.push_back(d.device);
-    return s;
-  }
-};
+using Placed = testing::PlacedModel;
 
 PlanRequest request(const std::string& devices, Strategy strategy) {
   PlanRequest r;
