@@ -2,6 +2,8 @@
 // weights loaded where the plan says: what the placement tests of every model family run on.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backends/registry.h"
@@ -32,5 +34,15 @@ struct PlacedModel {
     return s;
   }
 };
+
+// A request for `devices` ("cpu:0,cpu:1") under `strategy`, with the test's context and step size.
+inline PlanRequest placement_request(const std::string& devices, Strategy strategy, int64_t context, int64_t chunk) {
+  PlanRequest r;
+  r.devices = parse_device_list(devices);
+  r.strategy = strategy;
+  r.limits.max_context = context;
+  r.limits.prefill_chunk = chunk;
+  return r;
+}
 
 }  // namespace ferry::testing

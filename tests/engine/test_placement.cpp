@@ -47,12 +47,7 @@ Greedy greedy(Session& s, const std::vector<int32_t>& prompt, int steps) {
 using Placed = testing::PlacedModel;
 
 PlanRequest request(const std::string& devices, Strategy strategy) {
-  PlanRequest r;
-  r.devices = parse_device_list(devices);
-  r.strategy = strategy;
-  r.limits.max_context = kContext;
-  r.limits.prefill_chunk = kChunk;
-  return r;
+  return testing::placement_request(devices, strategy, kContext, kChunk);
 }
 
 const char* const kDeviceLists[] = {"cpu:0", "cpu:0,cpu:1", "cpu:0,cpu:1,cpu:2", "cpu:0,cpu:1,cpu:2,cpu:3"};

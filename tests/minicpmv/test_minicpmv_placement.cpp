@@ -29,12 +29,7 @@ constexpr int64_t kChunk = 40;  // the slice2x2 prompt's image spans fall into t
 using Placed = testing::PlacedModel;
 
 PlanRequest request(const std::string& devices, Strategy strategy) {
-  PlanRequest r;
-  r.devices = parse_device_list(devices);
-  r.strategy = strategy;
-  r.limits.max_context = kContext;
-  r.limits.prefill_chunk = kChunk;
-  return r;
+  return testing::placement_request(devices, strategy, kContext, kChunk);
 }
 
 VisionBatch reference_batch(const MiniCpmvCase& c) {

@@ -21,12 +21,7 @@ constexpr int kSteps = 6;
 using Placed = testing::PlacedModel;
 
 PlanRequest request(const std::string& devices, Strategy strategy) {
-  PlanRequest r;
-  r.devices = parse_device_list(devices);
-  r.strategy = strategy;
-  r.limits.max_context = kContext;
-  r.limits.prefill_chunk = kChunk;
-  return r;
+  return testing::placement_request(devices, strategy, kContext, kChunk);
 }
 
 void expect_same_run(const testing::VisionRun& run, const testing::VisionRun& reference) {
