@@ -417,11 +417,25 @@ TEST(BlockTypes, EmbeddingRowsDecodeExactly) {
   }
 }
 
-TEST(BlockTypes, FromF32RefusesTypesWithoutAQuantizer) {
+// from_f32 writes every block type (tests/kernels/test_quantize.cpp checks the quantizers): what
+// it writes reads back through to_f32 within the type's resolution.
+TEST(BlockTypes, FromF32WritesEveryType) {
   ThreadPool pool(1);
-  Tensor x = f32_tensor(Shape{1, 256}, random_floats(256, 46), "x");
-  Tensor out = Tensor::host(DType::Q4_K, Shape{1, 256}, "packed");
-  expect_error(ErrorKind::Unsupported, [&] { kernels::from_f32(x, out, pool); }, {"packed", "q4_k"});
+  const std::vector<float> values = random_floats(512, 46);
+  Tensor x = f32_tensor(Shape{2, 256}, values, "x");
+  for (DType t : kBlockTypes) {
+    Tensor packed = Tensor::host(t, Shape{2, 256}, "packed");
+    kernels::from_f32(x, packed, pool);
+    Tensor back = Tensor::host(DType::F32, Shape{2, 256}, "back");
+    kernels::to_f32(packed, back, pool);
+    float amax = 0.0f, worst = 0.0f;
+    for (size_t i = 0; i < values.size(); ++i) {
+      amax = std::max(amax, std::fabs(values[i]));
+      worst = std::max(worst, std::fabs(back.data_as<float>()[i] - values[i]));
+    }
+    EXPECT_GT(worst, 0.0f) << dtype_name(t) << ": a 2-to-6-bit type cannot be exact on random values";
+    EXPECT_LT(worst, 0.6f * amax) << dtype_name(t);
+  }
 }
 
 TEST(BlockTypes, CpuBackendSupportsThemForMatmulAndEmbedding) {

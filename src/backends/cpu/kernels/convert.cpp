@@ -2,7 +2,6 @@
 #include "backends/cpu/kernels/check.h"
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/quant.h"
-#include "backends/cpu/kernels/cpu/quant_blocks.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
 
@@ -31,12 +30,16 @@ void from_f32(const Tensor& x, Tensor& out, ThreadPool& pool) {
     fail(ErrorKind::Unsupported, "from_f32: output '{}' is i32; only float and quantized types are produced",
          out.name());
   }
-  if (cpu::is_block_type(out.dtype())) {
-    fail(ErrorKind::Unsupported,
-         "from_f32: output '{}' is {}, which ferry reads but does not write; use f32, f16, bf16, q8_0 or q4_0",
-         out.name(), dtype_name(out.dtype()));
-  }
   const int64_t n = x.shape().last();
+  // Tensors of a block type cannot be made with partial blocks; this names the tensor should one
+  // ever get here another way.
+  const int block = dtype_traits(out.dtype()).block_size;
+  if (n % block != 0) {
+    fail(ErrorKind::Shape,
+         "from_f32: rows of output '{}' ({}) hold {} elements, not whole blocks of {}; pad the rows to a multiple "
+         "of {} or choose f32, f16 or bf16",
+         out.name(), dtype_name(out.dtype()), n, block, block);
+  }
   pool.parallel_range(x.shape().rows(), min_chunk_for(n), [&](int64_t begin, int64_t end, int) {
     for (int64_t r = begin; r < end; ++r)
       cpu::row_from_f32(out.dtype(), x.data_as<const float>() + r * n, out.row(r), n);

@@ -62,8 +62,9 @@ void segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
 // Rows of any dtype to f32 (dequantize / widen, bit for bit as ggml): out[r, :] for r in [0, rows(x)).
 void to_f32(const Tensor& x, Tensor& out, ThreadPool& pool);
-// f32 rows to dtype (f16, bf16, q8_0, q4_0 use round-to-nearest as GGUF's reference quantizers).
-// The other block types have no quantizer here: Error(Unsupported).
+// f32 rows to dtype: f16/bf16 round to nearest even; every block type is quantized bit for bit as
+// llama-quantize does without an importance matrix (cpu/quant.cpp, cpu/quantize_blocks.cpp).
+// Error(Shape) for rows that are not whole blocks.
 void from_f32(const Tensor& x, Tensor& out, ThreadPool& pool);
 
 // Runs one graph op: the CPU backend's entry point, used by the runtime's executor.

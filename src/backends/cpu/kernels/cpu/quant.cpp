@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/cpu/quant_blocks.h"
+#include "backends/cpu/kernels/cpu/quantize_blocks.h"
 #include "core/half.h"
 
 namespace ferry::kernels::cpu {
@@ -171,7 +172,19 @@ void row_from_f32(DType type, const float* src, void* dst, int64_t n) {
         std::memcpy(out + i * sizeof(BlockQ4_0), &block, sizeof(block));
       }
       return;
-    default:  // i32, and the block types, which have no quantizer here (from_f32 refuses them)
+    case DType::Q4_1:
+    case DType::Q5_0:
+    case DType::Q5_1:
+    case DType::IQ4_NL:
+    case DType::Q2_K:
+    case DType::Q3_K:
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K:
+    case DType::IQ4_XS:
+      quantize_row_blocks(type, src, dst, n);
+      return;
+    default:  // i32 (from_f32 refuses it)
       break;
   }
 }

@@ -30,8 +30,9 @@ float q8_0_scale(float amax);
 // n elements of `type` (plain or quantized, the block types of quant_blocks.h included) to f32, one
 // element at a time.
 void row_to_f32_scalar(DType type, const void* src, float* dst, int64_t n);
-// n floats to `type` (f32, f16, bf16, q8_0, q4_0); n a multiple of the block size. Other types are
-// left unwritten: from_f32 refuses them first.
+// n floats to `type`: f32, f16, bf16, q8_0, q4_0 here, the other block types through
+// quantize_row_blocks (quantize_blocks.h), all as llama-quantize writes them without an importance
+// matrix; n a multiple of the block size. i32 is left unwritten: from_f32 refuses it first.
 void row_from_f32(DType type, const float* src, void* dst, int64_t n);
 
 }  // namespace ferry::kernels::cpu
