@@ -1,11 +1,14 @@
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/model_setup.h"
 #include "core/device.h"
+#include "core/error.h"
 #include "engine/checkpoint.h"
 #include "engine/generator.h"
 
@@ -37,8 +40,36 @@ const char* rope_style_name(RopeStyle s) {
   return s == RopeStyle::Adjacent ? "adjacent pairs" : "half-split";
 }
 
+// The headers as stored, for a checkpoint that does not open as a model: the tensors are what a
+// user needs to see to find the mismatch.
+void print_stored_tensors(const std::string& path) {
+  const TensorSet tensors = open_checkpoint_tensors(path);
+  std::vector<const TensorRecord*> sorted;
+  for (const auto& r : tensors.all()) sorted.push_back(&r);
+  std::sort(sorted.begin(), sorted.end(), [](const auto* x, const auto* y) { return x->name < y->name; });
+  fmt::print("stored tensors ({}), not checked against the config:\n", sorted.size());
+  for (const auto* r : sorted) fmt::print("  {:<60} {:<6} {}\n", r->name, dtype_name(r->dtype), r->shape.str());
+  std::fflush(stdout);
+}
+
+Checkpoint open_for_inspect(const InspectArgs& a) {
+  try {
+    return open_checkpoint(a.path);
+  } catch (const Error& e) {
+    // A checkpoint whose tensors do not fit its config: list them, then report why.
+    if (a.tensors && !a.json && (e.kind() == ErrorKind::Shape || e.kind() == ErrorKind::Config)) {
+      try {
+        print_stored_tensors(a.path);
+      } catch (const Error&) {
+        // The headers themselves are broken: the first error says it.
+      }
+    }
+    throw;
+  }
+}
+
 int run_inspect(const InspectArgs& a) {
-  const Checkpoint ck = open_checkpoint(a.path);
+  const Checkpoint ck = open_for_inspect(a);
   const ModelConfig& c = ck.config();
   std::map<std::string, std::pair<size_t, uint64_t>> by_dtype;  // dtype -> (tensors, bytes)
   for (const auto& r : ck.tensors.all()) {

@@ -182,4 +182,11 @@ Checkpoint open_checkpoint(const std::string& path) {
        path);
 }
 
+TensorSet open_checkpoint_tensors(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return open_safetensors(path);
+  if (fs::path(path).filename() == "config.json") return open_safetensors(fs::path(path).parent_path().string());
+  return GgufFile::open(path).tensors();
+}
+
 }  // namespace ferry

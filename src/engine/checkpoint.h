@@ -30,4 +30,8 @@ struct Checkpoint {
 // config.json nor a .gguf file, and the format/config/shape errors of the readers.
 Checkpoint open_checkpoint(const std::string& path);
 
+// The tensor headers alone (names, dtypes, shapes), not checked against any config: what
+// `inspect --tensors` still lists when a checkpoint does not open as a model.
+TensorSet open_checkpoint_tensors(const std::string& path);
+
 }  // namespace ferry

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 
 #include "core/error.h"
 #include "formats/gguf.h"
@@ -132,22 +133,41 @@ void refuse_sliding_window(const ModelConfig& c, const nlohmann::json& j, const 
        s, window, c.max_context, window, window, window);
 }
 
+// The file beside config.json that generation ids come from, for errors that name it.
+std::string generation_source(const std::string& config_source) {
+  const std::filesystem::path p(config_source);
+  if (p.filename() == "config.json") return (p.parent_path() / "generation_config.json").string();
+  return config_source + " (generation_config.json)";
+}
+
+// An id must name a row of the embedding: a bos or eos id past it would be looked up (or never
+// match) at run time. GGUF metadata is held to the same rule.
+int64_t checked_token_id(int64_t id, const ModelConfig& c, const char* field, const std::string& source) {
+  if (id >= 0 && c.vocab > 0 && id >= c.vocab) {
+    fail(ErrorKind::Config, "{}: {} {} is outside the vocabulary of {} tokens (ids 0..{}); fix {} there", source, field,
+         id, c.vocab, c.vocab - 1, field);
+  }
+  return id;
+}
+
 void read_generation_ids(ModelConfig& c, const nlohmann::json& config, const nlohmann::json* generation,
                          const std::string& source) {
   // generation_config.json is what generate() honours; config.json is the fallback.
   if (generation != nullptr) {
-    for (int64_t id : json_opt_int_list(*generation, "eos_token_id", source + " (generation_config.json)")) {
-      add_eos(c.eos_ids, id);
+    const std::string gs = generation_source(source);
+    for (int64_t id : json_opt_int_list(*generation, "eos_token_id", gs)) {
+      add_eos(c.eos_ids, checked_token_id(id, c, "eos_token_id", gs));
     }
-    if (auto bos = json_opt_int(*generation, "bos_token_id", source + " (generation_config.json)");
-        bos && *bos >= 0 && *bos <= INT32_MAX) {
-      c.bos_id = static_cast<int32_t>(*bos);
+    if (auto bos = json_opt_int(*generation, "bos_token_id", gs); bos && *bos >= 0 && *bos <= INT32_MAX) {
+      c.bos_id = static_cast<int32_t>(checked_token_id(*bos, c, "bos_token_id", gs));
     }
   }
-  for (int64_t id : json_opt_int_list(config, "eos_token_id", source)) add_eos(c.eos_ids, id);
+  for (int64_t id : json_opt_int_list(config, "eos_token_id", source)) {
+    add_eos(c.eos_ids, checked_token_id(id, c, "eos_token_id", source));
+  }
   if (c.bos_id < 0) {
     if (auto bos = json_opt_int(config, "bos_token_id", source); bos && *bos >= 0 && *bos <= INT32_MAX) {
-      c.bos_id = static_cast<int32_t>(*bos);
+      c.bos_id = static_cast<int32_t>(checked_token_id(*bos, c, "bos_token_id", source));
     }
   }
 }
@@ -510,10 +530,10 @@ ModelConfig model_config_from_gguf(const GgufFile& g, const TensorShapeLookup& t
     c.vocab = to_int(*v, "vocab_size", s);
   }
   if (const auto bos = g.opt_int("tokenizer.ggml.bos_token_id"); bos && *bos >= 0 && *bos <= INT32_MAX) {
-    c.bos_id = static_cast<int32_t>(*bos);
+    c.bos_id = static_cast<int32_t>(checked_token_id(*bos, c, "tokenizer.ggml.bos_token_id", s));
   }
   for (const char* k : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"}) {
-    if (const auto id = g.opt_int(k)) add_eos(c.eos_ids, *id);
+    if (const auto id = g.opt_int(k)) add_eos(c.eos_ids, checked_token_id(*id, c, k, s));
   }
   c.validate(s);
   return c;

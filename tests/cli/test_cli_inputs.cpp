@@ -174,6 +174,50 @@ TEST_F(CliInputs, NonFiniteWeightsAreNamedAsTheCause) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+// A checkpoint missing its last layer's post-attention norm (issue 14, item 7): the message names
+// that tensor, not a layer count, and `inspect --tensors` still lists what is stored.
+TEST_F(CliInputs, AMissingLastLayerNormIsNamedAndInspectListsTheStoredTensors) {
+  testing::TempDir tmp("cli_missing_norm");
+  const std::string dir = tmp.str() + "/m";
+  std::filesystem::create_directories(dir);
+  for (const auto& f : std::filesystem::directory_iterator(model())) {
+    std::filesystem::copy(f.path(), dir + "/" + f.path().filename().string());
+  }
+  // Drop the tensor from the header; its bytes stay where they were, unreferenced.
+  const std::string path = dir + "/model.safetensors";
+  std::ifstream in(path, std::ios::binary);
+  uint64_t header_len = 0;
+  in.read(reinterpret_cast<char*>(&header_len), 8);
+  std::string header(header_len, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header_len));
+  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  auto j = nlohmann::json::parse(header);
+  const int last = nlohmann::json::parse(std::ifstream(model() + "/config.json"))["num_hidden_layers"].get<int>() - 1;
+  const std::string dropped = "model.layers." + std::to_string(last) + ".post_attention_layernorm.weight";
+  ASSERT_EQ(j.erase(dropped), 1u);
+  std::string text = j.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t len = text.size();
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(&len), 8);
+  out << text << data;
+  out.close();
+
+  const auto r = run_ferry("inspect " + dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("1 missing tensor(s):\n    " + dropped), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("layers"), r.err.find("model.layers") + 6) << "no word of a layer count: " << r.err;
+  const auto listed = run_ferry("inspect --tensors " + dir);
+  EXPECT_EQ(listed.exit_code, 1);
+  EXPECT_NE(listed.out.find("stored tensors (" + std::to_string(j.size() - j.count("__metadata__")) + ")"),
+            std::string::npos)
+      << listed.out;
+  EXPECT_NE(listed.out.find("model.layers." + std::to_string(last) + ".input_layernorm.weight"), std::string::npos);
+  EXPECT_EQ(listed.out.find(dropped), std::string::npos);
+  EXPECT_NE(listed.err.find(dropped), std::string::npos) << listed.err;
+}
+
 // Files that are not what they seem (issue 14, item 7): an image path that is a directory, a
 // model whose weights file is a FIFO or a dangling link. Clear I/O errors, exit 1, no hang.
 TEST_F(CliInputs, DirectoriesFifosAndDanglingLinksAreNamedForWhatTheyAre) {

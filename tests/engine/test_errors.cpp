@@ -112,6 +112,35 @@ TEST(CheckpointErrors, NonFiniteConstantsAreConfigErrors) {
   expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Config, {"norm epsilon"});
 }
 
+// A bos/eos id past the embedding would be looked up, or never matched, at run time: refused as a
+// GGUF's is, naming the file it came from (generation_config.json is not config.json).
+TEST(CheckpointErrors, TokenIdsOutsideTheVocabularyNameTheirFile) {
+  TempDir dir("ids_outside");
+  testing::make_model(dir.str(), tiny::Arch::Llama, "hf", 1);
+  const std::string config_path = dir.str() + "/config.json";
+  const std::string generation_path = dir.str() + "/generation_config.json";
+  const auto config = read(config_path);
+  const auto generation = read(generation_path);
+  const std::string vocab = std::to_string(config["vocab_size"].get<int64_t>());
+
+  auto c = config;
+  c["eos_token_id"] = 99999;
+  write(config_path, c);
+  expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Config,
+               {config_path, "eos_token_id 99999", "vocabulary of " + vocab});
+  write(config_path, config);
+
+  auto g = generation;
+  g["bos_token_id"] = config["vocab_size"].get<int64_t>();
+  write(generation_path, g);
+  expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Config, {generation_path, "bos_token_id"});
+  g = generation;
+  g["eos_token_id"] = "x";
+  write(generation_path, g);
+  const std::string msg = expect_error([&] { open_checkpoint(dir.str()); }, ErrorKind::Config, {generation_path});
+  EXPECT_EQ(msg.find(config_path), std::string::npos) << "blames config.json: " << msg;
+}
+
 TEST(CheckpointErrors, UnknownArchitectureIsUnsupported) {
   TempDir dir("unknown_arch");
   testing::make_model(dir.str(), tiny::Arch::Llama, "hf", 1);
