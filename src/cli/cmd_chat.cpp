@@ -110,7 +110,7 @@ int run_chat(const ChatArgs& a) {
         images.pending = processor->process(std::span(&picture, 1));
         if (!a.run.quiet) fmt::print(stderr, "[image {} attached to your next message]\n", path);
       } catch (const Error& e) {
-        fmt::print(stderr, "error: {}\n", e.what());
+        fmt::print(stderr, "error: {}\n", printable_message(e.what()));
       }
       continue;
     }
@@ -127,7 +127,7 @@ int run_chat(const ChatArgs& a) {
       ids = tok.encode(prompt, /*add_special=*/false);
     } catch (const Error& e) {
       // Typed-in image markers with no picture for them: the message is dropped, the chat goes on.
-      fmt::print(stderr, "error: {}; use /image FILE\n", e.what());
+      fmt::print(stderr, "error: {}; use /image FILE\n", printable_message(e.what()));
       messages.erase(messages.size() - 1);
       if (with_image) {  // the picture stays attached for the next message
         images.pending = std::move(images.given.back());

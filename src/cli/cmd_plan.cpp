@@ -120,7 +120,7 @@ int run_plan(const PlanArgs& a) {
     std::puts(plan_to_json(plan, spec).dump(2).c_str());
     if (!refusal.empty()) {
       std::fflush(stdout);
-      fmt::print(stderr, "ferry: out of memory: {}\n", refusal);
+      fmt::print(stderr, "ferry: out of memory: {}\n", printable_message(refusal));
       return 1;
     }
     return 0;

@@ -65,11 +65,11 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const ferry::Error& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "ferry: {}: {}\n", ferry::error_kind_name(e.kind()), e.what());
+    fmt::print(stderr, "ferry: {}: {}\n", ferry::error_kind_name(e.kind()), ferry::printable_message(e.what()));
     return e.kind() == ferry::ErrorKind::Internal ? 70 : 1;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    fmt::print(stderr, "ferry: internal error: {}\n", e.what());
+    fmt::print(stderr, "ferry: internal error: {}\n", ferry::printable_message(e.what()));
     return 70;
   }
 }

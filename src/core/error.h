@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace ferry {
 
@@ -23,6 +24,11 @@ enum class ErrorKind {
 };
 
 const char* error_kind_name(ErrorKind kind);
+
+// A message as it may reach a terminal: valid UTF-8, newlines and tabs kept; every other control
+// byte and every byte that is not valid UTF-8 written as \xNN. Messages quote what files hold
+// (names, keys, strings), and a corrupt file must not print raw bytes or terminal escapes.
+std::string printable_message(std::string_view message);
 
 class Error : public std::runtime_error {
  public:

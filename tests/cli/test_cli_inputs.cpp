@@ -218,6 +218,24 @@ TEST_F(CliInputs, AMissingLastLayerNormIsNamedAndInspectListsTheStoredTensors) {
   EXPECT_NE(listed.err.find(dropped), std::string::npos) << listed.err;
 }
 
+// What a file holds reaches messages escaped (issue 14, item 7): a terminal escape in config.json's
+// model_type prints as \x1b, never raw.
+TEST_F(CliInputs, RawBytesFromFilesAreEscapedInMessages) {
+  testing::TempDir tmp("cli_raw_bytes");
+  const std::string dir = tmp.str() + "/m";
+  std::filesystem::create_directories(dir);
+  for (const auto& f : std::filesystem::directory_iterator(model())) {
+    std::filesystem::copy(f.path(), dir + "/" + f.path().filename().string());
+  }
+  auto config = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  config["model_type"] = "\x1b[2Jllama\x07";
+  std::ofstream(dir + "/config.json") << config.dump();
+  const auto r = run_ferry("inspect " + dir);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("'\\x1b[2Jllama\\x07' "), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << "a raw escape reached the terminal";
+}
+
 // Files that are not what they seem (issue 14, item 7): an image path that is a directory, a
 // model whose weights file is a FIFO or a dangling link. Clear I/O errors, exit 1, no hang.
 TEST_F(CliInputs, DirectoriesFifosAndDanglingLinksAreNamedForWhatTheyAre) {

@@ -140,3 +140,17 @@ TEST(Tensor, ReshapeKeepsBytes) {
   EXPECT_THROW(t.reshape(Shape{5, 5}), Error);
   EXPECT_THROW(Tensor::host(DType::Q4_0, Shape{2, 31}), Error);
 }
+
+TEST(Error, MessagesKeepTextAndEscapeRawBytes) {
+  EXPECT_EQ(printable_message("plain\n  second line\tand tab"), "plain\n  second line\tand tab");
+  EXPECT_EQ(printable_message("caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80"),
+            "caf\xc3\xa9 \xe4\xb8\xad \xf0\x9f\x98\x80");
+  // A terminal escape, a NUL, a carriage return, DEL: escaped.
+  EXPECT_EQ(printable_message(std::string("a\x1b[31mb\0c\rd\x7f", 12)), "a\\x1b[31mb\\x00c\\x0dd\\x7f");
+  // Not UTF-8: a lone continuation byte, a truncated sequence, an overlong '/', a surrogate, a C1 control.
+  EXPECT_EQ(printable_message("\x80"), "\\x80");
+  EXPECT_EQ(printable_message("x\xe4\xb8"), "x\\xe4\\xb8");
+  EXPECT_EQ(printable_message("\xc0\xaf"), "\\xc0\\xaf");
+  EXPECT_EQ(printable_message("\xed\xa0\x80"), "\\xed\\xa0\\x80");
+  EXPECT_EQ(printable_message("\xc2\x9b"), "\\xc2\\x9b");
+}
