@@ -36,7 +36,7 @@ struct PlanArgs {
 };
 
 // The model's spec from a checkpoint's headers, or from a config alone.
-ModelSpec load_spec(const PlanArgs& a, const std::optional<DType>& dtype, std::optional<Checkpoint>& ckpt) {
+ModelSpec load_spec(const PlanArgs& a, std::optional<Checkpoint>& ckpt) {
   if (a.model.empty() == a.config.empty()) fail(ErrorKind::Usage, "give either --model PATH or --config FILE|PRESET");
   if (!a.model.empty()) {
     ckpt = open_checkpoint(a.model);
@@ -51,24 +51,20 @@ ModelSpec load_spec(const PlanArgs& a, const std::optional<DType>& dtype, std::o
       preset ? parse_json_text(*preset, "preset " + a.config) : read_json_file(a.config, ErrorKind::Config);
   const std::string source = preset ? "preset " + a.config : a.config;
   const ModelConfig c = model_config_from_hf(config, nullptr, source);
-  // Without a checkpoint, matrices are as config.json's torch_dtype says unless --dtype says otherwise.
+  // Without a checkpoint, matrices are stored as config.json's torch_dtype says (--dtype converts them).
   DType stored = DType::BF16;
   if (const auto td = config.find("torch_dtype"); td != config.end() && td->is_string()) {
     const auto name = td->get<std::string>();
     stored = name == "float32" ? DType::F32 : name == "float16" ? DType::F16 : DType::BF16;
   }
-  return make_decoder_spec_from_config(c, dtype.value_or(stored), source);
+  return make_decoder_spec_from_config(c, stored, source);
 }
 
 int run_plan(const PlanArgs& a) {
-  std::optional<DType> dtype;
-  if (!a.dtype.empty()) {
-    dtype = dtype_from_name(a.dtype);
-    if (!dtype || *dtype == DType::I32)
-      fail(ErrorKind::Usage, "--dtype '{}': use f32, f16, bf16, q8_0 or q4_0", a.dtype);
-  }
+  const std::optional<WeightQuant> quant = parse_weight_quant_option(a.dtype);
   std::optional<Checkpoint> ckpt;
-  ModelSpec spec = load_spec(a, dtype, ckpt);
+  ModelSpec spec = load_spec(a, ckpt);
+  if (quant) check_weight_quant(spec, *quant);
   a.placement.apply_max_images(spec);
   RunLimits limits;
   limits.max_context = a.max_context > 0 ? a.max_context : std::min<int64_t>(spec.config.max_context, 4096);
@@ -78,7 +74,7 @@ int run_plan(const PlanArgs& a) {
   }
   limits.max_batch = a.max_batch;
   limits.prefill_chunk = a.placement.prefill_chunk;
-  if (ckpt) limits.weight_dtype = dtype;  // a config-only spec already has them
+  limits.weight_quant = quant;
   const auto kv = dtype_from_name(a.kv_dtype);
   if (!kv || !(*kv == DType::F32 || *kv == DType::F16 || *kv == DType::BF16)) {
     fail(ErrorKind::Usage, "--kv-dtype '{}': use f32, f16 or bf16", a.kv_dtype);
@@ -148,7 +144,7 @@ Runner add_plan(CLI::App& app) {
                   "KV-cache tokens per sequence (0: the model's, at most 4096)")
       ->capture_default_str();
   cmd->add_option("--max-batch", a->max_batch, "Sequences held at once")->capture_default_str();
-  cmd->add_option("--dtype", a->dtype, "Plan the matrices as this dtype: f32, f16, bf16, q8_0, q4_0");
+  cmd->add_option("--dtype", a->dtype, kWeightDtypeHelp);
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV-cache dtype: f32, f16, bf16")->capture_default_str();
   cmd->add_option("--reserve", a->reserve, "Bytes kept free on every device (e.g. 512MiB)")->capture_default_str();
   cmd->add_option("--save", a->save, "Write the plan as JSON (replay it with --plan)");

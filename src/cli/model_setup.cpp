@@ -28,6 +28,7 @@ void RunOptions::add_to(CLI::App& cmd, bool model_required) {
       ->capture_default_str();
   ctx_option = cmd.add_option("--ctx,-c", ctx, "Context length to reserve KV cache for (0: the model's, at most 4096)")
                    ->capture_default_str();
+  cmd.add_option("--dtype", dtype, kWeightDtypeHelp);
   cmd.add_flag("--quiet,-q", quiet, "Do not print the plan or the loading progress");
   cmd.add_flag("--trace-devices", trace_devices, "Log every copy between devices (also: FERRY_TRACE_DEVICES=1)");
 }
@@ -79,13 +80,12 @@ Plan plan_for(const ModelSpec& spec, const PlacementOptions& o, const RunLimits&
       }
     }
     Plan plan = plan_from_json(read_json_file(o.plan_file, ErrorKind::Format), spec, o.plan_file);
-    // Its figures hold only for what the engine runs: weights as stored, an f32 KV cache.
-    if (plan.limits.weight_dtype || plan.limits.kv_dtype != DType::F32) {
+    // Its figures hold only for what the engine runs: an f32 KV cache.
+    if (plan.limits.kv_dtype != DType::F32) {
       fail(ErrorKind::Usage,
-           "{} was planned for {} weights and a {} KV cache, which ferry plans but does not run yet (weights load as "
-           "stored, the KV cache is f32); save a plan without --dtype/--kv-dtype to replay it",
-           o.plan_file, plan.limits.weight_dtype ? dtype_name(*plan.limits.weight_dtype) : "stored",
-           dtype_name(plan.limits.kv_dtype));
+           "{} was planned for a {} KV cache, which ferry plans but does not run yet (the KV cache is f32); save a "
+           "plan without --kv-dtype to replay it",
+           o.plan_file, dtype_name(plan.limits.kv_dtype));
     }
     PlanRequest request{plan.devices.empty() ? std::vector<DeviceSpec>{} : std::vector<DeviceSpec>{},
                         plan.limits,
@@ -148,6 +148,13 @@ class ProgressBar {
 
 }  // namespace
 
+std::optional<WeightQuant> parse_weight_quant_option(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  const auto q = parse_weight_quant(name);
+  if (!q) fail(ErrorKind::Usage, "--dtype '{}' is not a weight type; use one of {}", name, weight_quant_names());
+  return q;
+}
+
 int64_t resolve_context(int64_t requested, const ModelConfig& config) {
   if (requested < 0) fail(ErrorKind::Usage, "--ctx must be positive, got {}", requested);
   if (requested > config.max_context) {
@@ -181,8 +188,16 @@ std::unique_ptr<LoadedModel> load_model(const RunOptions& o) {
   RunLimits limits;
   limits.max_context = m->context;
   limits.prefill_chunk = o.placement.prefill_chunk;
+  limits.weight_quant = parse_weight_quant_option(o.dtype);
+  if (limits.weight_quant && !o.placement.plan_file.empty()) {
+    fail(ErrorKind::Usage,
+         "--plan replays a saved plan with its own weight dtype; drop --dtype (or make a new plan with it)");
+  }
+  if (limits.weight_quant) check_weight_quant(m->ckpt.spec, *limits.weight_quant);
   m->plan = plan_for(m->ckpt.spec, o.placement, limits);
   m->context = m->plan.limits.max_context;  // a replayed plan brings its own
+  // The graph and the loader read the dtypes the plan counted.
+  if (m->plan.limits.weight_quant) apply_weight_quant(m->ckpt.spec, *m->plan.limits.weight_quant);
   std::vector<DeviceSpec> specs;
   for (const auto& d : m->plan.devices) specs.push_back(d.device);
   if (!o.quiet) {

@@ -41,8 +41,16 @@ struct PlacementOptions {
   std::vector<DeviceSpec> device_specs() const;
 };
 
+// --dtype's help text, the same on every command that loads weights.
+inline constexpr const char* kWeightDtypeHelp =
+    "Quantize or convert the matrices while loading: q8_0, q6_k, q5_k_m, q4_k_m, q4_0, ... (any GGUF type, or "
+    "llama-quantize's mixes q3_k_s/m/l, q4_k_s/m, q5_k_s/m), f16, bf16, f32";
+// --dtype's value: nullopt when empty, Error(Usage) listing the names for anything unknown.
+std::optional<WeightQuant> parse_weight_quant_option(const std::string& name);
+
 struct RunOptions {
   std::string model;
+  std::string dtype;  // --dtype: empty keeps the weights as stored
   PlacementOptions placement;
   int threads = 0;     // 0: all hardware threads, split over the devices
   int64_t ctx = 0;     // 0: min(model context, 4096)

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
+#include <thread>
 
 #include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
@@ -59,7 +61,8 @@ Tensor transformed_source(const TensorRecord& record, const ParamSpec& p) {
 
 }  // namespace
 
-Tensor materialize_weight(const Tensor& source, Device& device, DType dtype, const std::string& name) {
+Tensor materialize_weight(const Tensor& source, Device& device, DType dtype, const std::string& name,
+                          ThreadPool* pool) {
   if (!source.defined()) fail(ErrorKind::Usage, "weight '{}' has no data to materialise", name);
   const int64_t row_len = source.shape().last();
   if (!dtype_bytes(dtype, static_cast<uint64_t>(row_len))) {
@@ -75,9 +78,9 @@ Tensor materialize_weight(const Tensor& source, Device& device, DType dtype, con
     device.synchronize();
     return out;
   }
-  // Converted on the host, a slab of rows at a time, each slab written to the device. One thread:
-  // conversions at load are vectors and test weights (matrices keep their stored dtype).
-  ThreadPool pool(1);
+  // Converted on the host, a slab of rows at a time, each slab written to the device.
+  std::optional<ThreadPool> own_pool;
+  if (pool == nullptr) pool = &own_pool.emplace(1);
   const int64_t rows = source.shape().rows();
   const Tensor src2 = source.reshape(Shape{rows, row_len});
   const Tensor dst2 = out.reshape(Shape{rows, row_len});
@@ -91,13 +94,13 @@ Tensor materialize_weight(const Tensor& source, Device& device, DType dtype, con
     const Tensor from = row_range(src2, r, n);
     Tensor into = row_range(converted, 0, n);
     if (source.dtype() == DType::F32) {
-      kernels::from_f32(from, into, pool);
+      kernels::from_f32(from, into, *pool);
     } else if (dtype == DType::F32) {
-      kernels::to_f32(from, into, pool);
+      kernels::to_f32(from, into, *pool);
     } else {
       Tensor stage = row_range(widened, 0, n);
-      kernels::to_f32(from, stage, pool);
-      kernels::from_f32(stage, into, pool);
+      kernels::to_f32(from, stage, *pool);
+      kernels::from_f32(stage, into, *pool);
     }
     device.write(row_range(dst2, r, n), into.data());
     device.synchronize();  // the staging is reused by the next slab
@@ -109,6 +112,8 @@ void load_weights(const Checkpoint& ckpt, const Placement& placement, WeightStor
                   const LoadProgress& progress) {
   const uint64_t total = ckpt.weight_bytes();
   uint64_t done = 0;
+  // Quantizing while loading (--dtype) is the one heavy conversion: every core takes part.
+  ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   for (const auto& module : ckpt.spec.modules) {
     Device& device = placement.device_of(module.name);
     for (const auto& p : module.params) {
@@ -120,7 +125,7 @@ void load_weights(const Checkpoint& ckpt, const Placement& placement, WeightStor
       if (p.transform.any()) {
         // Split or transposed once here, so no step copies it (its pages stay mapped for the
         // other parts of the same tensor).
-        weights.add(p.name, materialize_weight(transformed_source(*record, p), device, p.compute_dtype, p.name));
+        weights.add(p.name, materialize_weight(transformed_source(*record, p), device, p.compute_dtype, p.name, &pool));
         done += dtype_bytes(record->dtype, static_cast<uint64_t>(p.shape.numel())).value_or(0);
         if (progress) progress(std::min(done, total), total);
         continue;
@@ -131,7 +136,7 @@ void load_weights(const Checkpoint& ckpt, const Placement& placement, WeightStor
       } else {
         // [1, N] vectors are read as [N].
         const Tensor source = record->view().reshape(p.shape);
-        weights.add(p.name, materialize_weight(source, device, p.compute_dtype, p.name));
+        weights.add(p.name, materialize_weight(source, device, p.compute_dtype, p.name, &pool));
         if (record->file != nullptr) record->file->release_pages(record->data, record->nbytes);
       }
       done += record->nbytes;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 
+#include "core/thread_pool.h"
 #include "engine/checkpoint.h"
 #include "runtime/placement.h"
 #include "runtime/weight_store.h"
@@ -17,7 +18,8 @@ using LoadProgress = std::function<void(uint64_t done, uint64_t total)>;
 
 // Loads the parameters of every module of ckpt.spec onto placement.device_of(module). A tied
 // parameter (one name read by two modules) is loaded once, on its first module's device.
-// Matrices keep their stored dtype; vectors are widened to f32. On a host-addressable device
+// Each parameter gets its spec's compute dtype: matrices as stored, or as --dtype chose
+// (apply_weight_quant); vectors widened to f32. On a host-addressable device
 // (CPU), a tensor whose stored dtype is the dtype it runs in is used in place from the mapped file
 // (charged against the device's budget); every other tensor is copied or converted, and the
 // mapping's pages it came from are released.
@@ -27,8 +29,9 @@ void load_weights(const Checkpoint& ckpt, const Placement& placement, WeightStor
 // Copies `source` (a host-addressable tensor, e.g. a view of a mapped checkpoint) onto `device`,
 // allocated there (charged against its budget) and converted to `dtype` on the host when it differs
 // from the stored one (through f32, a bounded number of rows at a time). Returns once the bytes
-// are on the device. Throws Error(Shape) when `dtype` cannot hold the tensor's rows,
-// Error(OutOfMemory) from the device's budget.
-Tensor materialize_weight(const Tensor& source, Device& device, DType dtype, const std::string& name);
+// are on the device. Conversions run on `pool` (nullptr: one thread). Throws Error(Shape) when
+// `dtype` cannot hold the tensor's rows, Error(OutOfMemory) from the device's budget.
+Tensor materialize_weight(const Tensor& source, Device& device, DType dtype, const std::string& name,
+                          ThreadPool* pool = nullptr);
 
 }  // namespace ferry

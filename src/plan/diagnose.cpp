@@ -78,15 +78,21 @@ void check_plan_fits(const Plan& plan, const ModelSpec& spec, const PlanRequest&
     }
     if (lo > 0) fixes.push_back(fmt::format("a context of {} tokens fits (--max-context {})", lo, lo));
   }
-  for (DType d : {DType::Q8_0, DType::Q4_0}) {
-    if (request.limits.weight_dtype && bytes_per_element(*request.limits.weight_dtype) <= bytes_per_element(d)) {
-      continue;  // already as small
+  // Quantizing while loading, largest first (only from a float checkpoint: ferry does not requantize).
+  bool float_matrices = true;
+  for (const auto& m : spec.modules) {
+    for (const auto& p : m.params) {
+      if (p.role != LogicalTensor::Count && dtype_traits(p.stored_dtype).is_quantized) float_matrices = false;
     }
+  }
+  for (const char* name : {"q8_0", "q6_k", "q5_k_m", "q4_k_m", "q3_k_m"}) {
+    const WeightQuant q = *parse_weight_quant(name);
+    const auto& now = request.limits.weight_quant;
+    if (!float_matrices || (now && bytes_per_element(now->base) <= bytes_per_element(q.base))) continue;
     PlanRequest smaller = request;
-    smaller.limits.weight_dtype = d;
+    smaller.limits.weight_quant = q;
     if (fits_with(spec, smaller)) {
-      fixes.push_back(fmt::format("{} weights fit (a {} checkpoint; `ferry plan --dtype {}` shows the plan)",
-                                  dtype_name(d), dtype_name(d), dtype_name(d)));
+      fixes.push_back(fmt::format("{} weights fit: run with --dtype {} (quantized while loading)", name, name));
       break;
     }
   }

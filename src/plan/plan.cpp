@@ -59,7 +59,7 @@ std::string Plan::describe() const {
   std::string out = fmt::format(
       "plan ({}) for a context of {} tokens x {} sequence(s), steps of up to {} tokens, {} weights, {} KV cache:\n",
       strategy, limits.max_context, limits.max_batch, limits.largest_step(),
-      limits.weight_dtype ? std::string(dtype_name(*limits.weight_dtype)) : std::string("stored"),
+      limits.weight_quant ? weight_quant_name(*limits.weight_quant) : std::string("stored"),
       dtype_name(limits.kv_dtype));
   out += fmt::format("  {:<8} {:<34} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11}\n", "device", "modules", "weights",
                      "KV cache", "workspace", "reserve", "total", "budget");
@@ -117,11 +117,9 @@ UnitKind unit_kind(const std::string& module) {
   return UnitKind::Layer;
 }
 
-// The dtype a parameter has once loaded under `limits`.
-DType loaded_dtype(const ParamSpec& p, const RunLimits& limits) {
-  if (!limits.weight_dtype || p.shape.rank < 2) return p.compute_dtype;
-  const int block = dtype_traits(*limits.weight_dtype).block_size;
-  return p.shape[p.shape.rank - 1] % block == 0 ? *limits.weight_dtype : DType::F16;
+// The dtype a parameter has once loaded under `limits`: the loader's rule (apply_weight_quant).
+DType loaded_dtype(const ModelSpec& spec, const ParamSpec& p, const RunLimits& limits) {
+  return limits.weight_quant ? quantized_dtype(spec, p, *limits.weight_quant) : p.compute_dtype;
 }
 
 uint64_t checked_bytes(DType dtype, int64_t numel, const std::string& what) {
@@ -148,7 +146,7 @@ std::vector<UnitCost> unit_costs(const ModelSpec& spec, const RunLimits& limits)
     UnitCost c{m.name, unit_kind(m.name), 0, 0};
     for (const auto& p : m.params) {
       if (!seen.insert(p.name).second) continue;  // tied: counted with its first module
-      c.weight_bytes += aligned(checked_bytes(loaded_dtype(p, limits), p.shape.numel(), p.name));
+      c.weight_bytes += aligned(checked_bytes(loaded_dtype(spec, p, limits), p.shape.numel(), p.name));
     }
     if (m.state_bytes_per_token > 0) {
       // Two tensors (keys, values), each [context, kv width] per sequence; state_bytes_per_token is f32.

@@ -38,7 +38,7 @@ nlohmann::ordered_json plan_to_json(const Plan& plan, const ModelSpec& spec) {
   j["limits"] = {{"max_context", l.max_context},
                  {"max_batch", l.max_batch},
                  {"prefill_chunk", l.prefill_chunk},
-                 {"weight_dtype", l.weight_dtype ? nlohmann::ordered_json(std::string(dtype_name(*l.weight_dtype)))
+                 {"weight_dtype", l.weight_quant ? nlohmann::ordered_json(weight_quant_name(*l.weight_quant))
                                                  : nlohmann::ordered_json(nullptr)},
                  {"kv_dtype", std::string(dtype_name(l.kv_dtype))},
                  {"reserve_bytes", l.reserve_bytes}};
@@ -145,9 +145,9 @@ Plan plan_from_json(const nlohmann::json& j, const ModelSpec& spec, const std::s
   limits.max_batch = bounded("max_batch", 1, 4096);
   limits.prefill_chunk = bounded("prefill_chunk", 1, int64_t{1} << 20);
   if (const auto wd = lj.find("weight_dtype"); wd != lj.end() && !wd->is_null()) {
-    const auto d = dtype_from_name(json_string(lj, "weight_dtype", source));
-    if (!d) fail(ErrorKind::Format, "{}: unknown weight_dtype {}", source, wd->dump());
-    limits.weight_dtype = *d;
+    const auto q = parse_weight_quant(json_string(lj, "weight_dtype", source));
+    if (!q) fail(ErrorKind::Format, "{}: unknown weight_dtype {}", source, wd->dump());
+    limits.weight_quant = *q;
   }
   const auto kv = dtype_from_name(json_string(lj, "kv_dtype", source));
   if (!kv) fail(ErrorKind::Format, "{}: unknown kv_dtype {}", source, lj["kv_dtype"].dump());

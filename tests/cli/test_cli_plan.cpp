@@ -111,15 +111,19 @@ TEST(CliPlan, SaveReplayAndExportAccelerate) {
   EXPECT_EQ(b["devices"][1]["copies"], 1) << "the hidden state crosses once per decoded token";
   // --plan with --devices is a usage error.
   EXPECT_EQ(run_ferry(gen + " --plan " + saved + " --devices cpu:0").exit_code, 1);
-  // A plan for q8_0 weights is not replayed by a run that would load them as stored.
+  // A plan for q8_0 weights replays as a q8_0 run: the same ids as quantizing without a plan.
   const std::string quantized = dir.str() + "/q8.json";
   ASSERT_EQ(
       run_ferry("plan --model " + model + " --devices cpu:0,cpu:1 --ctx 64 --dtype q8_0 --save " + quantized).exit_code,
       0);
-  const auto refused = run_ferry(gen + " --plan " + quantized);
-  EXPECT_EQ(refused.exit_code, 1);
-  EXPECT_NE(refused.err.find("q8_0"), std::string::npos) << refused.err;
-  EXPECT_NE(refused.err.find("without --dtype"), std::string::npos) << refused.err;
+  const auto replayed = run_ferry(gen + " --plan " + quantized);
+  const auto direct = run_ferry(gen + " --devices cpu:0,cpu:1 --ctx 64 --dtype q8_0");
+  ASSERT_EQ(replayed.exit_code, 0) << replayed.err;
+  ASSERT_EQ(direct.exit_code, 0) << direct.err;
+  EXPECT_EQ(nlohmann::json::parse(replayed.out)["ids"], nlohmann::json::parse(direct.out)["ids"]);
+  const auto twice = run_ferry(gen + " --plan " + quantized + " --dtype q4_0");
+  EXPECT_EQ(twice.exit_code, 1);
+  EXPECT_NE(twice.err.find("drop --dtype"), std::string::npos) << twice.err;
   // The accelerate export names every module with transformers' names.
   const auto exp = run_ferry("plan --model " + model + " --devices cpu:0,cpu:1 --ctx 64 --export accelerate");
   ASSERT_EQ(exp.exit_code, 0) << exp.err;

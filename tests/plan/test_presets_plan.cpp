@@ -84,7 +84,7 @@ TEST(Presets, Glm4vOnTwo12GiBCardsInBf16IsRefusedWithTheShortfallAndQuantizedWei
   EXPECT_NE(msg.find("budget is 12.00 GiB"), std::string::npos) << msg;
   // The q8_0 suggestion is real: that plan fits.
   PlanRequest q = r;
-  q.limits.weight_dtype = DType::Q8_0;
+  q.limits.weight_quant = WeightQuant{DType::Q8_0};
   EXPECT_TRUE(make_plan(spec, q).fits());
 }
 
