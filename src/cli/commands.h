@@ -18,5 +18,6 @@ Runner add_tokenize(CLI::App& app);
 Runner add_template(CLI::App& app);
 Runner add_chat(CLI::App& app);
 Runner add_devices(CLI::App& app);
+Runner add_convert(CLI::App& app);
 
 }  // namespace ferry::cli

@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   runners["template"] = ferry::cli::add_template(app);
   runners["chat"] = ferry::cli::add_chat(app);
   runners["devices"] = ferry::cli::add_devices(app);
+  runners["convert"] = ferry::cli::add_convert(app);
   // A mistyped command: name the nearest one (CLI11 would only say the word was not expected).
   if (argc > 1 && argv[1][0] != '-' && runners.count(argv[1]) == 0) {
     std::vector<std::string> names;

@@ -162,7 +162,7 @@ void GgufWriter::add_tensor(WriteTensor tensor) {
   tensors_.push_back(std::move(tensor));
 }
 
-void GgufWriter::write(const std::string& path) const {
+void GgufWriter::emit(const std::function<void(const uint8_t*, size_t)>& out) const {
   const bool write_alignment_key = alignment_ != 32 && std::none_of(kv_.begin(), kv_.end(), [](const auto& kv) {
                                      return kv.first == "general.alignment";
                                    });
@@ -233,16 +233,35 @@ void GgufWriter::write(const std::string& path) const {
     offset = align_up(offset + t.nbytes(), alignment_);
   }
 
-  OutputFile file(path);
-  file.write(h.data().data(), h.data().size());
-  file.write_zeros(align_up(file.offset(), alignment_) - file.offset());
-  const uint64_t data_start = file.offset();
+  uint64_t at = 0;
+  const auto put = [&](const uint8_t* p, size_t n) {
+    out(p, n);
+    at += n;
+  };
+  const auto pad_to = [&](uint64_t target) {
+    static const uint8_t zeros[64] = {};
+    while (at < target) put(zeros, static_cast<size_t>(std::min<uint64_t>(target - at, sizeof(zeros))));
+  };
+  put(h.data().data(), h.data().size());
+  pad_to(align_up(at, alignment_));
+  const uint64_t data_start = at;
   for (size_t i = 0; i < tensors_.size(); ++i) {
-    file.write_zeros(data_start + offsets[i] - file.offset());
-    tensors_[i].emit([&](const uint8_t* p, size_t n) { file.write(p, n); });
+    pad_to(data_start + offsets[i]);
+    tensors_[i].emit(put);
   }
-  file.write_zeros(align_up(file.offset(), alignment_) - file.offset());
+  pad_to(align_up(at, alignment_));
+}
+
+void GgufWriter::write(const std::string& path) const {
+  OutputFile file(path);
+  emit([&](const uint8_t* p, size_t n) { file.write(p, n); });
   file.close();
+}
+
+std::vector<uint8_t> GgufWriter::to_bytes() const {
+  std::vector<uint8_t> bytes;
+  emit([&](const uint8_t* p, size_t n) { bytes.insert(bytes.end(), p, p + n); });
+  return bytes;
 }
 
 }  // namespace ferry

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -46,6 +47,9 @@ class GgufWriter {
 
   // Throws Error(Io) naming the path when it cannot write.
   void write(const std::string& path) const;
+  // The whole file in memory (small files: a vocabulary-only GGUF, tests); GgufFile::parse reads it
+  // back through MappedFile::from_bytes.
+  std::vector<uint8_t> to_bytes() const;
 
   size_t tensor_count() const { return tensors_.size(); }
 
@@ -56,6 +60,8 @@ class GgufWriter {
   using Value = std::variant<std::string, uint32_t, int32_t, uint64_t, float, bool, StringArray, std::vector<float>,
                              std::vector<int32_t>>;
   void set(const std::string& key, Value value);
+  // The file's bytes in order, handed to `out` piece by piece (write and to_bytes share it).
+  void emit(const std::function<void(const uint8_t*, size_t)>& out) const;
 
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<WriteTensor> tensors_;

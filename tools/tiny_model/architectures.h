@@ -1,6 +1,7 @@
 // What the test checkpoints hold for each architecture: hyper-parameters and presets, the tensor
-// list in Hugging Face layout with each tensor's GGUF name and initialisation, config.json and the
-// GGUF metadata. Names, shapes and config fields follow ../shared/golden (each case's README.md).
+// list in Hugging Face layout with each tensor's GGUF name and initialisation, and config.json (the
+// GGUF metadata is written from it by engine/gguf_export.h, as `ferry convert` writes it). Names,
+// shapes and config fields follow ../shared/golden (each case's README.md).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,6 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
-#include "formats/gguf_writer.h"
 #include "tokenizer.h"
 
 namespace ferry::tiny {
@@ -38,22 +38,6 @@ inline Arch parse_arch(const std::string& name) {
     if (n == name) return a;
   }
   fail(ErrorKind::Usage, "unknown architecture '{}'; choose llama, qwen2, glm, glm4 or chatglm", name);
-}
-
-// The GGUF architecture llama.cpp uses (GlmForCausalLM converts to chatglm).
-inline std::string gguf_arch_name(Arch arch) {
-  switch (arch) {
-    case Arch::Llama:
-      return "llama";
-    case Arch::Qwen2:
-      return "qwen2";
-    case Arch::Glm4:
-      return "glm4";
-    case Arch::Glm:
-    case Arch::ChatGlm:
-      return "chatglm";
-  }
-  return "?";
 }
 
 struct Hyper {
@@ -298,44 +282,6 @@ inline nlohmann::ordered_json generation_config_json(const Tokenizer& tok) {
                                 {"eos_token_id", tok.eos_ids()},
                                 {"pad_token_id", tok.endoftext},
                                 {"do_sample", false}};
-}
-
-// llama.cpp's general.file_type for a model whose matrices are `dtype`.
-inline uint32_t gguf_file_type(DType dtype) {
-  switch (dtype) {
-    case DType::F16:
-      return 1;
-    case DType::Q4_0:
-      return 2;
-    case DType::Q8_0:
-      return 7;
-    case DType::BF16:
-      return 32;
-    default:
-      return 0;
-  }
-}
-
-// general.* and <arch>.* keys, as the golden GGUFs have them.
-inline void add_gguf_hyper(GgufWriter& gguf, Arch arch, const Hyper& h, DType matrix_dtype, const std::string& name) {
-  const std::string a = gguf_arch_name(arch);
-  auto u32 = [](int64_t v) { return static_cast<uint32_t>(v); };
-  gguf.set_string("general.architecture", a);
-  gguf.set_string("general.name", name);
-  gguf.set_u32(a + ".context_length", u32(h.max_context));
-  gguf.set_u32(a + ".embedding_length", u32(h.hidden));
-  gguf.set_u32(a + ".block_count", u32(h.layers));
-  gguf.set_u32(a + ".feed_forward_length", u32(h.ffn));
-  gguf.set_u32(a + ".attention.head_count", u32(h.heads));
-  gguf.set_u32(a + ".attention.head_count_kv", u32(h.kv_heads));
-  gguf.set_u32(a + ".attention.key_length", u32(h.head_dim));
-  gguf.set_u32(a + ".attention.value_length", u32(h.head_dim));
-  gguf.set_u32(a + ".rope.dimension_count", u32(h.rotary_dims(arch)));
-  gguf.set_f32(a + ".rope.freq_base", static_cast<float>(h.rope_theta));
-  gguf.set_f32(a + ".attention.layer_norm_rms_epsilon", static_cast<float>(h.rms_eps));
-  gguf.set_u32(a + ".vocab_size", u32(h.vocab));
-  gguf.set_u32("general.file_type", gguf_file_type(matrix_dtype));
-  if (dtype_traits(matrix_dtype).is_quantized) gguf.set_u32("general.quantization_version", 2);
 }
 
 }  // namespace ferry::tiny

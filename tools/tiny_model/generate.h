@@ -27,6 +27,8 @@
 #include "core/half.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "engine/gguf_export.h"
+#include "engine/model_config_reader.h"
 #include "formats/gguf_writer.h"
 #include "formats/safetensors_writer.h"
 #include "random.h"
@@ -232,22 +234,6 @@ inline void round_to(float* values, const Shape& shape, DType dtype, ThreadPool&
   decode(bytes.data(), dtype, n, values);
 }
 
-// GGUF row h*hd + 2i + j holds Hugging Face row h*hd + j*hd/2 + i (convert_hf_to_gguf.py's
-// LlamaModel.permute), so llama.cpp's adjacent-pair RoPE equals HF's rotate_half.
-inline std::vector<float> permute_rows_for_gguf(const float* hf, int64_t rows, int64_t cols, int64_t heads) {
-  std::vector<float> out(static_cast<size_t>(rows * cols));
-  const int64_t hd = rows / heads;
-  for (int64_t h = 0; h < heads; ++h) {
-    for (int64_t i = 0; i < hd / 2; ++i) {
-      for (int64_t j = 0; j < 2; ++j) {
-        const float* src = hf + (h * hd + j * hd / 2 + i) * cols;
-        std::copy(src, src + cols, out.data() + (h * hd + 2 * i + j) * cols);
-      }
-    }
-  }
-  return out;
-}
-
 // The dtype each file stores a tensor in, for --dtype `dtype`.
 inline DType hf_dtype_for(DType dtype) {
   return dtype_traits(dtype).is_quantized ? DType::F32 : dtype;
@@ -355,7 +341,11 @@ inline Result write_tiny_model(const Options& o) {
   }
   if (gguf) {
     GgufWriter w;
-    add_gguf_hyper(w, o.arch, h, dtype, "ferry-" + o.preset + "-" + arch_name(o.arch));
+    // The hyper-parameter keys as `ferry convert` writes them, from the config.json of this model.
+    const ModelConfig config = model_config_from_hf(
+        nlohmann::json::parse(config_json(o.arch, h, tok, hf_dtype_for(dtype)).dump()), nullptr, "make_tiny_model");
+    add_gguf_hyper_params(w, config, "ferry-" + o.preset + "-" + arch_name(o.arch),
+                          gguf_file_type(WeightQuant{dtype, QuantMix::Pure}), dtype_traits(dtype).is_quantized);
     add_gguf_tokenizer(w, tok, h.vocab);
     for (const TensorSpec& s : specs) {
       if (s.gguf_name.empty()) continue;

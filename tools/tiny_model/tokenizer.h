@@ -16,7 +16,9 @@
 #include <utility>
 #include <vector>
 
+#include "engine/gguf_vocab_export.h"
 #include "formats/gguf_writer.h"
+#include "text/vocab.h"
 
 namespace ferry::tiny {
 
@@ -45,11 +47,6 @@ inline const std::vector<std::string> kSpecialTokens = {"<|endoftext|>", "<|user
 inline constexpr const char* kChatTemplate =
     "{% for m in messages %}<|{{ m.role }}|>\n{{ m.content }}{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>\n{% endif %}";
-
-// GGUF token types (llama.cpp's llama_token_type).
-inline constexpr int32_t kTokenNormal = 1;
-inline constexpr int32_t kTokenControl = 3;
-inline constexpr int32_t kTokenUnused = 5;
 
 struct Tokenizer {
   std::vector<std::string> tokens;  // id order: bytes, merges, specials (no padding)
@@ -284,27 +281,27 @@ inline nlohmann::ordered_json tokenizer_config_json(const Tokenizer& tok, int64_
               {"tokenizer_class", "PreTrainedTokenizerFast"}};
 }
 
-// The tokenizer.* keys of a GGUF whose vocabulary has `vocab_size` >= tok.size() entries.
+// The tokenizer.* keys of a GGUF whose vocabulary has `vocab_size` >= tok.size() entries: the
+// tokens, then unused pads "<|pad_N|>"; eos and eot are <|endoftext|> and <|user|>.
 inline void add_gguf_tokenizer(GgufWriter& gguf, const Tokenizer& tok, int64_t vocab_size) {
-  std::vector<std::string> tokens;
-  std::vector<int32_t> types;
-  tokens.reserve(static_cast<size_t>(vocab_size));
+  Vocab v;
+  v.kind = Vocab::Kind::Bpe;
+  v.pre = "default";
   for (int64_t id = 0; id < vocab_size; ++id) {
-    tokens.push_back(tok.token_or_pad(id));
-    types.push_back(id >= tok.size() ? kTokenUnused : id >= tok.first_special ? kTokenControl : kTokenNormal);
+    v.tokens.push_back(tok.token_or_pad(id));
+    const TokenType type = id >= tok.size()          ? TokenType::Unused
+                           : id >= tok.first_special ? TokenType::Control
+                                                     : TokenType::Normal;
+    v.types.push_back(static_cast<int32_t>(type));
   }
-  gguf.set_string("tokenizer.ggml.model", "gpt2");
-  gguf.set_string("tokenizer.ggml.pre", "default");
-  gguf.set_string_array("tokenizer.ggml.tokens", tokens);
-  gguf.set_i32_array("tokenizer.ggml.token_type", types);
-  gguf.set_string_array("tokenizer.ggml.merges", tok.merges);
-  gguf.set_u32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(tok.endoftext));
-  gguf.set_u32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(tok.endoftext));
-  gguf.set_u32("tokenizer.ggml.eot_token_id", static_cast<uint32_t>(tok.user));
-  gguf.set_u32("tokenizer.ggml.padding_token_id", static_cast<uint32_t>(tok.endoftext));
-  gguf.set_bool("tokenizer.ggml.add_bos_token", false);
-  gguf.set_bool("tokenizer.ggml.add_eos_token", false);
-  gguf.set_string("tokenizer.chat_template", kChatTemplate);
+  for (const std::string& m : tok.merges) {
+    const size_t space = m.find(' ');
+    v.merges.emplace_back(m.substr(0, space), m.substr(space + 1));
+  }
+  v.bos = v.eos = v.pad = tok.endoftext;
+  v.eot = tok.user;
+  v.chat_template = kChatTemplate;
+  add_gguf_vocab(gguf, v);
 }
 
 }  // namespace ferry::tiny
