@@ -47,9 +47,9 @@ uint64_t weight_bytes_per_token(const ModelSpec& spec, const ModuleSpec& m) {
 }
 
 // KV-cache bytes one layer's attention reads while decoding tokens at positions [first, first +
-// count): at position p it reads p + 1 rows of K and of V (f32).
-uint64_t kv_bytes_read(const ModelConfig& c, int64_t first, int64_t count) {
-  const auto row = static_cast<uint64_t>(c.n_kv_head) * static_cast<uint64_t>(c.head_dim) * sizeof(float);
+// count): at position p it reads p + 1 rows of K and of V (in the cache's dtype).
+uint64_t kv_bytes_read(const ModelConfig& c, DType kv_dtype, int64_t first, int64_t count) {
+  const uint64_t row = dtype_bytes(kv_dtype, static_cast<uint64_t>(c.kv_width())).value_or(0);
   uint64_t rows = 0;
   for (int64_t p = first; p < first + count; ++p) rows += static_cast<uint64_t>(p + 1);
   return rows * row * 2;
@@ -65,7 +65,7 @@ DecodeReads decode_reads(const Plan& plan, const ModelSpec& spec, int64_t first,
   DecodeReads r;
   r.weights.assign(plan.devices.size(), 0);
   r.total.assign(plan.devices.size(), 0);
-  const uint64_t kv_per_layer = kv_bytes_read(spec.config, first, count);
+  const uint64_t kv_per_layer = kv_bytes_read(spec.config, plan.limits.kv_dtype, first, count);
   for (size_t i = 0; i < spec.modules.size(); ++i) {
     const ModuleSpec& m = spec.modules[i];
     const auto d = static_cast<size_t>(plan.device_index_of(m.name));
@@ -168,6 +168,7 @@ int run_bench(BenchArgs a) {
     j["model"] = a.run.model;
     j["threads"] = threads;
     j["q8_0_activations"] = q8_activations;
+    j["kv_dtype"] = std::string(dtype_name(model->plan.limits.kv_dtype));
     j["devices"] = a.run.placement.devices;
     j["prompt_tokens"] = a.prompt_tokens;
     j["gen_tokens"] = a.gen_tokens;
@@ -197,6 +198,7 @@ int run_bench(BenchArgs a) {
   }
   fmt::print("threads                 {}\n", threads);
   fmt::print("quantized weights meet  {} activations (FERRY_Q8_ACTIVATIONS)\n", q8_activations);
+  fmt::print("KV cache                {}\n", dtype_name(model->plan.limits.kv_dtype));
   fmt::print("prompt                  {} tokens: {:.1f} tok/s (best of {})\n", a.prompt_tokens, prompt_tps, a.reps);
   fmt::print("decode                  {} tokens: {:.2f} tok/s ({:.2f} ms/token, best of {}; median {:.2f} tok/s)\n",
              a.gen_tokens, decode_tps_best, 1000.0 / decode_tps_best, a.reps, median(decode_tps));

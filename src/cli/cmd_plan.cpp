@@ -27,7 +27,7 @@ struct PlanArgs {
   int64_t max_context = 0;
   int64_t max_batch = 1;
   std::string dtype;  // weights as if stored in this dtype
-  std::string kv_dtype = "f32";
+  std::string kv_dtype;
   std::string reserve = "0";
   std::string save;
   std::string export_format;
@@ -75,11 +75,7 @@ int run_plan(const PlanArgs& a) {
   limits.max_batch = a.max_batch;
   limits.prefill_chunk = a.placement.prefill_chunk;
   limits.weight_quant = quant;
-  const auto kv = dtype_from_name(a.kv_dtype);
-  if (!kv || !(*kv == DType::F32 || *kv == DType::F16 || *kv == DType::BF16)) {
-    fail(ErrorKind::Usage, "--kv-dtype '{}': use f32, f16 or bf16", a.kv_dtype);
-  }
-  limits.kv_dtype = *kv;
+  if (const auto kv = parse_kv_dtype_option(a.kv_dtype)) limits.kv_dtype = *kv;
   limits.reserve_bytes = parse_byte_size(a.reserve);
 
   Plan plan;
@@ -145,7 +141,7 @@ Runner add_plan(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--max-batch", a->max_batch, "Sequences held at once")->capture_default_str();
   cmd->add_option("--dtype", a->dtype, kWeightDtypeHelp);
-  cmd->add_option("--kv-dtype", a->kv_dtype, "KV-cache dtype: f32, f16, bf16")->capture_default_str();
+  cmd->add_option("--kv-dtype", a->kv_dtype, kv_dtype_help());
   cmd->add_option("--reserve", a->reserve, "Bytes kept free on every device (e.g. 512MiB)")->capture_default_str();
   cmd->add_option("--save", a->save, "Write the plan as JSON (replay it with --plan)");
   cmd->add_option("--export", a->export_format, "Write a device map instead: accelerate");

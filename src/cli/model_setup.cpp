@@ -1,6 +1,7 @@
 #include "cli/model_setup.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +30,7 @@ void RunOptions::add_to(CLI::App& cmd, bool model_required) {
   ctx_option = cmd.add_option("--ctx,-c", ctx, "Context length to reserve KV cache for (0: the model's, at most 4096)")
                    ->capture_default_str();
   cmd.add_option("--dtype", dtype, kWeightDtypeHelp);
+  cmd.add_option("--kv-dtype", kv_dtype, kv_dtype_help());
   cmd.add_flag("--quiet,-q", quiet, "Do not print the plan or the loading progress");
   cmd.add_flag("--trace-devices", trace_devices, "Log every copy between devices (also: FERRY_TRACE_DEVICES=1)");
 }
@@ -80,13 +82,6 @@ Plan plan_for(const ModelSpec& spec, const PlacementOptions& o, const RunLimits&
       }
     }
     Plan plan = plan_from_json(read_json_file(o.plan_file, ErrorKind::Format), spec, o.plan_file);
-    // Its figures hold only for what the engine runs: an f32 KV cache.
-    if (plan.limits.kv_dtype != DType::F32) {
-      fail(ErrorKind::Usage,
-           "{} was planned for a {} KV cache, which ferry plans but does not run yet (the KV cache is f32); save a "
-           "plan without --kv-dtype to replay it",
-           o.plan_file, dtype_name(plan.limits.kv_dtype));
-    }
     PlanRequest request{plan.devices.empty() ? std::vector<DeviceSpec>{} : std::vector<DeviceSpec>{},
                         plan.limits,
                         Strategy::Custom,
@@ -155,6 +150,24 @@ std::optional<WeightQuant> parse_weight_quant_option(const std::string& name) {
   return q;
 }
 
+std::string kv_dtype_help() {
+  std::vector<std::string_view> names;
+  for (DType t : kKvCacheDtypes) names.push_back(dtype_name(t));
+  return fmt::format("KV-cache dtype: {} (default {}; q8_0 needs a kv width of whole blocks of 32)",
+                     fmt::join(names, ", "), dtype_name(RunLimits{}.kv_dtype));
+}
+
+std::optional<DType> parse_kv_dtype_option(const std::string& name) {
+  if (name.empty()) return std::nullopt;
+  const auto t = dtype_from_name(name);
+  if (!t || !is_kv_cache_dtype(*t)) {
+    std::vector<std::string_view> names;
+    for (DType k : kKvCacheDtypes) names.push_back(dtype_name(k));
+    fail(ErrorKind::Usage, "--kv-dtype '{}' is not a KV-cache dtype; use one of {}", name, fmt::join(names, ", "));
+  }
+  return t;
+}
+
 int64_t resolve_context(int64_t requested, const ModelConfig& config) {
   if (requested < 0) fail(ErrorKind::Usage, "--ctx must be positive, got {}", requested);
   if (requested > config.max_context) {
@@ -194,6 +207,11 @@ std::unique_ptr<LoadedModel> load_model(const RunOptions& o) {
          "--plan replays a saved plan with its own weight dtype; drop --dtype (or make a new plan with it)");
   }
   if (limits.weight_quant) check_weight_quant(m->ckpt.spec, *limits.weight_quant);
+  if (const auto kv = parse_kv_dtype_option(o.kv_dtype)) limits.kv_dtype = *kv;
+  if (!o.kv_dtype.empty() && !o.placement.plan_file.empty()) {
+    fail(ErrorKind::Usage,
+         "--plan replays a saved plan with its own KV-cache dtype; drop --kv-dtype (or make a new plan with it)");
+  }
   m->plan = plan_for(m->ckpt.spec, o.placement, limits);
   m->context = m->plan.limits.max_context;  // a replayed plan brings its own
   // The graph and the loader read the dtypes the plan counted.
@@ -214,7 +232,8 @@ std::unique_ptr<LoadedModel> load_model(const RunOptions& o) {
 }
 
 std::unique_ptr<Session> LoadedModel::new_session() {
-  auto session = std::make_unique<Session>(ckpt.spec, placement, weights, context, plan.limits.prefill_chunk);
+  auto session = std::make_unique<Session>(ckpt.spec, placement, weights, context, plan.limits.prefill_chunk,
+                                           plan.limits.kv_dtype);
   reserve_planned_workspaces(session->executor(), plan, *devices);
   return session;
 }

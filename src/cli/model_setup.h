@@ -48,6 +48,11 @@ inline constexpr const char* kWeightDtypeHelp =
 // --dtype's value: nullopt when empty, Error(Usage) listing the names for anything unknown.
 std::optional<WeightQuant> parse_weight_quant_option(const std::string& name);
 
+// --kv-dtype's help text (the dtypes and RunLimits' default) and value: nullopt when empty (keep
+// RunLimits' default); anything but one of graph/op.h's kKvCacheDtypes is Error(Usage) listing them.
+std::string kv_dtype_help();
+std::optional<DType> parse_kv_dtype_option(const std::string& name);
+
 struct RunOptions {
   std::string model;
   std::string dtype;  // --dtype: empty keeps the weights as stored
@@ -57,6 +62,7 @@ struct RunOptions {
   bool quiet = false;  // no plan, no progress bar
   bool trace_devices = false;
   CLI::Option* ctx_option = nullptr;  // a saved plan brings its own context
+  std::string kv_dtype;               // --kv-dtype: empty keeps RunLimits' default (a saved plan brings its own)
 
   void add_to(CLI::App& cmd, bool model_required = true);
 };

@@ -16,11 +16,19 @@ constexpr size_t kKeptStepGraphs = 4;
 }  // namespace
 
 Session::Session(const ModelSpec& spec, const Placement& placement, const WeightStore& weights, int64_t context,
-                 int64_t max_step_tokens)
-    : spec_(spec), executor_(placement, weights, states_), context_(context), max_step_tokens_(max_step_tokens) {
+                 int64_t max_step_tokens, DType kv_dtype)
+    : spec_(spec),
+      executor_(placement, weights, states_),
+      context_(context),
+      max_step_tokens_(max_step_tokens),
+      kv_dtype_(kv_dtype) {
   if (context <= 0) fail(ErrorKind::Usage, "the context must hold at least one token, got {}", context);
   if (max_step_tokens <= 0) fail(ErrorKind::Usage, "a step must take at least one token, got {}", max_step_tokens);
+  check_kv_cache_dtype(spec.config, kv_dtype);
 }
+
+Session::Session(const ModelSpec& spec, const Placement& placement, const WeightStore& weights, const RunLimits& limits)
+    : Session(spec, placement, weights, limits.max_context, limits.prefill_chunk, limits.kv_dtype) {}
 
 size_t Session::peak_bytes(const std::string& device) const {
   for (const auto& [name, peak] : peaks_) {
@@ -61,6 +69,7 @@ Session::StepGraph& Session::step_graph(int64_t n_tokens, bool all_logits, int64
   shape.n_tokens = n_tokens;
   shape.kv_capacity = context_;
   shape.all_logits = all_logits;
+  shape.kv_dtype = kv_dtype_;
   auto s = std::make_unique<StepGraph>(
       n_tokens, all_logits, image_rows,
       image_rows > 0 ? build_decoder_graph_with_images(spec_, shape, image_rows) : build_decoder_graph(spec_, shape));

@@ -11,6 +11,7 @@
 
 #include "models/decoder.h"
 #include "models/vision_tower.h"
+#include "plan/limits.h"
 #include "runtime/executor.h"
 #include "runtime/placement.h"
 #include "runtime/state_store.h"
@@ -30,9 +31,13 @@ class Session {
  public:
   // `context`: KV-cache rows per layer (the longest prompt + generation this session can hold).
   // `max_step_tokens`: longer inputs are evaluated in chunks of this many tokens (the plan's
-  // RunLimits::prefill_chunk), which bounds the activations a step holds.
+  // RunLimits::prefill_chunk), which bounds the activations a step holds. `kv_dtype`: the KV
+  // cache's element type (the plan's RunLimits::kv_dtype; by default RunLimits' own default).
+  // Error(Usage) for a kv_dtype the model's kv width cannot use (check_kv_cache_dtype).
   Session(const ModelSpec& spec, const Placement& placement, const WeightStore& weights, int64_t context,
-          int64_t max_step_tokens = 512);
+          int64_t max_step_tokens = RunLimits{}.prefill_chunk, DType kv_dtype = RunLimits{}.kv_dtype);
+  // Everything from a plan's limits: context, step size and KV-cache dtype.
+  Session(const ModelSpec& spec, const Placement& placement, const WeightStore& weights, const RunLimits& limits);
 
   // Feeds tokens at explicit positions (positions are independent of cache slots: GLM-4V gives all
   // image tokens one position). Returns logits [rows, vocab] row-major: one row for the last token,
@@ -69,6 +74,7 @@ class Session {
   int64_t n_past() const { return n_past_; }  // cache rows filled
   int64_t next_position() const { return next_pos_; }
   int64_t context() const { return context_; }
+  DType kv_dtype() const { return kv_dtype_; }
   int vocab() const { return spec_.config.vocab; }
   void reset();  // forget the conversation (cache contents are overwritten by later steps)
 
@@ -111,6 +117,7 @@ class Session {
   Executor executor_;
   int64_t context_;
   int64_t max_step_tokens_;
+  DType kv_dtype_;
   int64_t n_past_ = 0;
   int64_t next_pos_ = 0;
   std::vector<std::unique_ptr<StepGraph>> step_graphs_;

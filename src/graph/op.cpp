@@ -19,6 +19,10 @@ std::string_view op_name(Op op) {
   return kOpNames[static_cast<size_t>(op)];
 }
 
+bool is_kv_cache_dtype(DType t) {
+  return std::find(std::begin(kKvCacheDtypes), std::end(kKvCacheDtypes), t) != std::end(kKvCacheDtypes);
+}
+
 bool op_accepts(Op op, std::span<const DType> d, bool (*reads_weight_type)(DType)) {
   const auto all_f32 = [&](size_t n) {
     return d.size() == n && std::all_of(d.begin(), d.end(), [](DType t) { return t == DType::F32; });
@@ -48,8 +52,11 @@ bool op_accepts(Op op, std::span<const DType> d, bool (*reads_weight_type)(DType
     case Op::Rope:
       return d.size() == 2 && d[0] == DType::F32 && d[1] == DType::I32;
     case Op::Attention:
-      // The optional sixth input is the KV write position.
-      return all_f32(5) || (d.size() == 6 && d[5] == DType::I32 && op_accepts(op, d.first(5), reads_weight_type));
+      // q, k, v f32 and two caches of one KV-cache dtype; the optional sixth input is the KV write
+      // position.
+      if (d.size() == 6) return d[5] == DType::I32 && op_accepts(op, d.first(5), reads_weight_type);
+      return d.size() == 5 && d[0] == DType::F32 && d[1] == DType::F32 && d[2] == DType::F32 && d[3] == d[4] &&
+             is_kv_cache_dtype(d[3]);
     case Op::SegmentAttention:
       return all_f32(3);
     case Op::SwiGlu:

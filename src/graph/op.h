@@ -30,9 +30,10 @@ enum class Op : uint8_t {
   // inputs: x [T, n*head_dim] f32, positions [T] i32                  -> x with RoPE on each head
   Rope,
   // inputs: q [T, nh*hd], k [T, nkv*hd], v [T, nkv*hd],
-  //         k_cache [S, nkv*hd], v_cache [S, nkv*hd] (state, f32),
+  //         k_cache [S, nkv*hd], v_cache [S, nkv*hd] (state, one of kKvCacheDtypes, both the same),
   //         optional kv_position [1] i32                                -> [T, nh*hd]
-  // Writes k, v into cache rows [kv_offset, kv_offset + T); query i attends to cache rows
+  // Writes k, v into cache rows [kv_offset, kv_offset + T), rounded to the cache's dtype (q8_0:
+  // blocks of 32 along each row, so nkv*hd % 32 == 0); query i attends to cache rows
   // [0, kv_offset + i] (causal by cache slot). GQA: query head h reads kv head h / (nh / nkv).
   // kv_offset is kv_position's value when the input is given (a per-step value, so one prepared
   // graph serves every step), else AttentionParams::kv_offset.
@@ -77,6 +78,12 @@ std::string_view op_name(Op op);
 // weight dtypes the backend's matmul and embedding read: what every backend's supports() starts
 // from before adding limits of its own.
 bool op_accepts(Op op, std::span<const DType> input_dtypes, bool (*reads_weight_type)(DType));
+
+// The element types an Attention op's KV cache may have (RunLimits::kv_dtype, --kv-dtype): f32,
+// and the narrower f16, bf16 and q8_0 that the op rounds new rows to. A backend's supports() may
+// accept fewer.
+inline constexpr DType kKvCacheDtypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
+bool is_kv_cache_dtype(DType t);
 
 enum class RopeStyle : uint8_t {
   Adjacent,   // pairs (2i, 2i+1): GGUF llama (permuted rows), ChatGLM, GLM-4

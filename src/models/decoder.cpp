@@ -32,6 +32,19 @@ std::string v_cache_name(int layer) {
   return fmt::format("layers.{}.v_cache", layer);
 }
 
+void check_kv_cache_dtype(const ModelConfig& config, DType dtype) {
+  if (!is_kv_cache_dtype(dtype)) {
+    fail(ErrorKind::Usage, "a KV cache of {} is not supported: use f32, f16, bf16 or q8_0", dtype_name(dtype));
+  }
+  const int block = dtype_traits(dtype).block_size;
+  if (config.kv_width() % block != 0) {
+    fail(ErrorKind::Usage,
+         "a {} KV cache stores each cache row in blocks of {}, but this model's kv width ({} kv heads x head_dim {} "
+         "= {}) is not a multiple of {}; use an f16 KV cache instead (--kv-dtype f16)",
+         dtype_name(dtype), block, config.n_kv_head, config.head_dim, config.kv_width(), block);
+  }
+}
+
 const ParamSpec* ModelSpec::find(LogicalTensor role, int layer) const {
   const auto in = [&](const ModuleSpec& m) -> const ParamSpec* {
     for (const auto& p : m.params) {
@@ -189,6 +202,7 @@ Graph decoder_graph(const ModelSpec& spec, const StepShape& step, int64_t image_
   const int64_t T = step.n_tokens;
   const int64_t QW = c.q_width();
   const int64_t KVW = c.kv_width();
+  check_kv_cache_dtype(c, step.kv_dtype);
 
   const ValueId tokens = g.input("tokens", DType::I32, Shape{T});            // [T] token ids
   const ValueId positions = g.input("positions", DType::I32, Shape{T});      // [T] position ids
@@ -240,8 +254,8 @@ Graph decoder_graph(const ModelSpec& spec, const StepShape& step, int64_t image_
     }
     q = b.rope(q, positions, rope, p + ".q_rope");
     k = b.rope(k, positions, rope, p + ".k_rope");
-    const ValueId k_cache = b.state(k_cache_name(l), DType::F32, Shape{step.kv_capacity, KVW});
-    const ValueId v_cache = b.state(v_cache_name(l), DType::F32, Shape{step.kv_capacity, KVW});
+    const ValueId k_cache = b.state(k_cache_name(l), step.kv_dtype, Shape{step.kv_capacity, KVW});
+    const ValueId v_cache = b.state(v_cache_name(l), step.kv_dtype, Shape{step.kv_capacity, KVW});
     const ValueId a = b.attention(q, k, v, k_cache, v_cache, attn, p + ".attn", kv_position);
     ValueId o = b.matmul(a, w(LogicalTensor::AttnOut), w(LogicalTensor::AttnOutBias), p + ".attn_out");
     if (c.post_norms) o = b.rms_norm(o, w(LogicalTensor::AttnPostNorm), c.norm_eps, p + ".attn_post_norm");

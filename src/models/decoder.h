@@ -84,12 +84,20 @@ std::string head_module();
 // State (KV cache) names of a layer.
 std::string k_cache_name(int layer);
 std::string v_cache_name(int layer);
+// Error(Usage) unless `dtype` can hold this model's KV cache: one of graph/op.h's kKvCacheDtypes,
+// and for q8_0 a kv width (n_kv_head x head_dim) of whole blocks of 32. The planner and the step
+// graph both ask.
+void check_kv_cache_dtype(const ModelConfig& config, DType dtype);
 
 struct StepShape {
   int64_t n_tokens = 1;     // tokens in this step
   int64_t kv_offset = 0;    // cache rows filled before this step
   int64_t kv_capacity = 0;  // cache rows allocated (max context of the session)
   bool all_logits = false;  // logits for every token (else only the last)
+  // The KV cache's element type (graph/op.h kKvCacheDtypes). A session sets the plan's
+  // RunLimits::kv_dtype here; f32 only for graphs built outside a session (the planner's step
+  // simulation, which counts no state, and tests).
+  DType kv_dtype = DType::F32;
 };
 
 // Graph inputs: "tokens" [T] i32, "positions" [T] i32 (explicit position ids, independent of the
@@ -97,7 +105,9 @@ struct StepShape {
 // cached) and, when T > 1 without all_logits, "logit_rows" [1] i32 (the row whose logits are
 // returned, T - 1 for the next token). Every value that changes from step to step is an input, so
 // one graph per step shape runs every step. Output: "logits" [T or 1, vocab] f32. StepShape's
-// kv_offset is only checked against the capacity.
+// kv_offset is only checked against the capacity. The caches are states [kv_capacity, kv width] of
+// StepShape::kv_dtype; Error(Usage) for a dtype that is no KV-cache dtype, or q8_0 where the kv width
+// is not a multiple of 32.
 Graph build_decoder_graph(const ModelSpec& spec, const StepShape& step);
 
 // GLM-4V: the same step with image embeddings spliced into its input. Extra inputs: "image_embeds"

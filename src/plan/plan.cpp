@@ -139,7 +139,7 @@ std::vector<UnitCost> unit_costs(const ModelSpec& spec, const RunLimits& limits)
     fail(ErrorKind::Usage, "the batch ({}) and the prefill chunk ({}) must be positive", limits.max_batch,
          limits.prefill_chunk);
   }
-  const uint64_t kv_elem = dtype_traits(limits.kv_dtype).block_bytes;  // plain types: bytes per element
+  check_kv_cache_dtype(spec.config, limits.kv_dtype);  // q8_0 needs rows of whole blocks
   std::vector<UnitCost> costs;
   std::unordered_set<std::string> seen;
   for (const auto& m : spec.modules) {
@@ -149,9 +149,12 @@ std::vector<UnitCost> unit_costs(const ModelSpec& spec, const RunLimits& limits)
       c.weight_bytes += aligned(checked_bytes(loaded_dtype(spec, p, limits), p.shape.numel(), p.name));
     }
     if (m.state_bytes_per_token > 0) {
-      // Two tensors (keys, values), each [context, kv width] per sequence; state_bytes_per_token is f32.
-      const auto per_tensor =
-          static_cast<uint64_t>(m.state_bytes_per_token) / 2 / 4 * kv_elem * static_cast<uint64_t>(limits.max_context);
+      // Two tensors (keys, values), each [context, kv width] of kv_dtype per sequence, as the step
+      // graph declares them (q8_0: each row kv width / 32 blocks of 34 bytes); state_bytes_per_token
+      // counts a k and a v row in f32.
+      const int64_t kv_width = m.state_bytes_per_token / 2 / 4;
+      const uint64_t per_tensor = checked_bytes(limits.kv_dtype, kv_width, m.name + " KV-cache row") *
+                                  static_cast<uint64_t>(limits.max_context);
       c.kv_bytes = 2 * aligned(per_tensor) * static_cast<uint64_t>(limits.max_batch);
     }
     costs.push_back(std::move(c));

@@ -57,7 +57,7 @@ TEST(Cli, LogitsFileMatchesTheGolden) {
   const auto& p = cases["prompts"][1];
   testing::TempDir dir("cli_logits");
   const std::string out = dir.str() + "/logits.f32";
-  const CliRun r = ferry("logits -q --model " + golden_case("glm4") + "/hf --prompt-ids " +
+  const CliRun r = ferry("logits -q --kv-dtype f32 --model " + golden_case("glm4") + "/hf --prompt-ids " +
                          join_ids(p["prompt_ids"].get<std::vector<int32_t>>()) + " --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto ours = testing::read_binary<float>(out);
@@ -72,7 +72,7 @@ TEST(Cli, LogitsToStandardOutputMatchTheGolden) {
   const auto cases = nlohmann::json::parse(in);
   const auto& p = cases["prompts"][1];
   const bool dash_before = std::filesystem::exists("-");
-  const CliRun r = ferry("logits -q --model " + golden_case("glm4") + "/hf --prompt-ids " +
+  const CliRun r = ferry("logits -q --kv-dtype f32 --model " + golden_case("glm4") + "/hf --prompt-ids " +
                          join_ids(p["prompt_ids"].get<std::vector<int32_t>>()) + " -o -");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(std::filesystem::exists("-"), dash_before);

@@ -15,8 +15,9 @@ using testing::TempDir;
 
 const std::vector<int32_t> kPrompt = {5, 77, 140, 31, 99, 260, 12, 180, 44};
 
-std::vector<float> run_prompt(SingleDevice& m, const std::vector<int32_t>& prompt) {
-  Session s(m.ckpt.spec, m.placement, m.weights, 64);
+std::vector<float> run_prompt(SingleDevice& m, const std::vector<int32_t>& prompt,
+                              DType kv_dtype = RunLimits{}.kv_dtype) {
+  Session s(m.ckpt.spec, m.placement, m.weights, 64, RunLimits{}.prefill_chunk, kv_dtype);
   return s.eval(prompt);
 }
 
@@ -109,7 +110,9 @@ TEST_P(QuantizedCopies, GgufMatchesItsDequantizedTwin) {
   testing::make_model(dir.str(), tiny::Arch::Llama, "both", 21, GetParam());
   SingleDevice hf(dir.str());
   SingleDevice gguf(dir.str() + "/model.gguf");
-  EXPECT_LE(max_abs_diff(run_prompt(hf, kPrompt), run_prompt(gguf, kPrompt)), 1e-4f);
+  // With an f32 KV cache: the copies differ only by summation order, which an f16 cache's rounding
+  // of k and v can amplify past 1e-4 (a k element near a rounding boundary goes either way).
+  EXPECT_LE(max_abs_diff(run_prompt(hf, kPrompt, DType::F32), run_prompt(gguf, kPrompt, DType::F32)), 1e-4f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, QuantizedCopies, ::testing::Values(DType::Q8_0, DType::Q4_0, DType::BF16, DType::F16),

@@ -145,5 +145,74 @@ TEST(TightBudgets, ExactBudgetsRunAndOneByteLessIsRefusedAtPlanTime) {
   }
 }
 
+// The KV cache of every dtype on two devices: each device allocates exactly the KV bytes the plan
+// counted for it (q8_0: kv width / 32 blocks of 34 bytes a row), its peak is the plan's total, and
+// the session's caches have the plan's dtype. The tiny model's kv width is 2 heads x 16 = 32, so
+// q8_0's second kv head starts inside a block.
+TEST(KvCacheDtypes, EachDeviceAllocatesTheKvBytesPlannedForIt) {
+  TempDir dir("kv_dtypes");
+  testing::make_model(dir.str(), tiny::Arch::Qwen2, "hf", 23, DType::F32, /*layers=*/4);
+  const Checkpoint ck = open_checkpoint(dir.str());
+  for (DType kv : kKvCacheDtypes) {
+    SCOPED_TRACE(std::string(dtype_name(kv)) + " cache");
+    PlanRequest req = request("cpu:0,cpu:1", Strategy::Balanced);
+    req.limits.kv_dtype = kv;
+    Placed placed(ck, req);
+    const int64_t row = static_cast<int64_t>(*dtype_bytes(kv, static_cast<uint64_t>(ck.config().kv_width())));
+    uint64_t planned = 0;
+    for (const auto& d : placed.plan.devices) planned += d.kv_bytes;
+    EXPECT_EQ(planned, static_cast<uint64_t>(2 * ck.config().n_layer * kContext * row));  // 64-byte multiples
+    Session s(ck.spec, placed.placement, placed.weights, placed.plan.limits);
+    EXPECT_EQ(s.kv_dtype(), kv);
+    EXPECT_NO_THROW(greedy(s, prompt_tokens(ck.config().vocab), 3));
+    const auto states = s.states().bytes_by_device();
+    for (const auto& d : placed.plan.devices) {
+      const std::string name = d.device.id.str();
+      EXPECT_EQ(states.count(name) ? states.at(name) : 0u, d.kv_bytes) << name;
+      EXPECT_EQ(s.peak_bytes(name), d.total() - d.reserve_bytes) << name;
+    }
+    const Tensor* k = s.states().find(k_cache_name(0));
+    ASSERT_NE(k, nullptr);
+    EXPECT_EQ(k->dtype(), kv);
+  }
+}
+
+// q8_0 rounds cache rows in blocks of 32: a kv width of 16 is refused by the planner and by a
+// session, naming the model's dims and the fix; f16 runs.
+TEST(KvCacheDtypes, Q8CacheIsRefusedForAKvWidthThatIsNotWholeBlocks) {
+  TempDir dir("kv_q8_narrow");
+  tiny::Options o;
+  o.arch = tiny::Arch::Llama;
+  o.out_dir = dir.str();
+  o.format = "hf";
+  o.seed = 24;
+  o.kv_heads = 1;  // 1 x head_dim 16
+  o.threads = 1;
+  tiny::write_tiny_model(o);
+  const Checkpoint ck = open_checkpoint(dir.str());
+  ASSERT_EQ(ck.config().kv_width(), 16);
+  PlanRequest req = request("cpu:0", Strategy::Balanced);
+  req.limits.kv_dtype = DType::Q8_0;
+  const std::vector<std::string_view> needles{"q8_0", "1 kv heads x head_dim 16 = 16", "multiple of 32", "f16"};
+  try {
+    make_plan(ck.spec, req);
+    ADD_FAILURE() << "a q8_0 cache of 16-wide rows was planned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Usage);
+    for (auto n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+  }
+  req.limits.kv_dtype = DType::F16;
+  Placed placed(ck, req);
+  try {
+    Session s(ck.spec, placed.placement, placed.weights, kContext, kChunk, DType::Q8_0);
+    ADD_FAILURE() << "a session made a q8_0 cache of 16-wide rows";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Usage);
+    for (auto n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+  }
+  Session s(ck.spec, placed.placement, placed.weights, placed.plan.limits);
+  EXPECT_NO_THROW(greedy(s, prompt_tokens(ck.config().vocab), 2));
+}
+
 }  // namespace
 }  // namespace ferry

@@ -9,12 +9,15 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
 
 #include "backends/cpu/cpu_device.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/opaque/opaque_device.h"
 #include "backends/registry.h"
 #include "core/device.h"
+#include "core/error.h"
 #include "engine/checkpoint.h"
 #include "engine/session.h"
 #include "engine/weight_loader.h"
@@ -148,6 +151,69 @@ TEST_P(TextGolden, MatchesLlamaCppFromGgufAndHf) {
 
 INSTANTIATE_TEST_SUITE_P(AllCases, TextGolden, ::testing::ValuesIn(kTextCases));
 
+// The f32-exact cases (every text case's F32 copies, the dequantized hf/ twins included, and the
+// ChatGLM cases) with narrower KV caches, free-running greedy as generation runs.
+std::vector<TextCase> f32_cases() {
+  std::vector<TextCase> out;
+  for (const char* name : kTextCases) {
+    for (TextCase& c : text_cases(name)) {
+      if (c.weights_dtype == "F32") out.push_back(std::move(c));
+    }
+  }
+  for (const char* name : kChatGlmCases) out.push_back(chatglm_case(name));
+  return out;
+}
+
+// The case a label belongs to, for the lists below: "qwen3 p1" (text/<name> and the prompt) or the
+// ChatGLM case's name.
+std::string case_key(const TextCase& c) {
+  const size_t text = c.model_path.find("/text/");
+  if (text == std::string::npos) return c.label;
+  const std::string name = c.model_path.substr(text + 6, c.model_path.find('/', text + 6) - text - 6);
+  return name + " " + c.label.substr(0, c.label.find(' '));
+}
+
+// Where a q8_0 cache changes the free-running greedy ids (both copies of a case alike, the same at
+// every SIMD level): its logits move by up to ~0.47, past these cases' top-1/top-2 margins.
+// Reported, not asserted; every other case keeps its ids with q8_0, and every case with f16 and bf16.
+const std::set<std::string> kQ8CacheChangesIds = {"glm4 p1",       "qwen3 p1",      "llama31_rope_scaling p0",
+                                                  "qwen2_yarn p0", "qwen2_yarn p1", "llama_q4_1 p1"};
+
+// The F32 text goldens with narrower KV caches, free-running greedy as generation runs: the greedy
+// ids stay the reference's (f16, RunLimits' default, and bf16: every case; q8_0: all but the cases
+// above), and the largest logit difference is reported per case (f16 measured at most 0.0201, bf16
+// 0.138, q8_0 0.471; the bounds asserted leave room). q8_0 needs a kv width of whole blocks of 32:
+// the qwen2 cases (1 kv head x 16) are refused, as they should be.
+TEST(TextGoldenKvCache, NarrowCachesKeepTheGreedyIds) {
+  for (const TextCase& c : f32_cases()) {
+    SCOPED_TRACE(c.label + " from " + c.model_path);
+    Loaded m(c.model_path);
+    for (DType kv : {DType::F16, DType::BF16, DType::Q8_0}) {
+      const std::string key = case_key(c);
+      std::string line;
+      if (m.ckpt.config().kv_width() % dtype_traits(kv).block_size != 0) {
+        EXPECT_THROW(testing::run_greedy_with_cache(m.ckpt, m.placement, m.weights, c.expect, kv), Error);
+        line = fmt::format("{} cache: refused (kv width {})", dtype_name(kv), m.ckpt.config().kv_width());
+      } else {
+        const testing::CacheRun r = testing::run_greedy_with_cache(m.ckpt, m.placement, m.weights, c.expect, kv);
+        line = fmt::format("{} cache: greedy ids {}/{} as the reference's, max |logit - reference| {:.3g}",
+                           dtype_name(kv), r.ids_matching, r.steps, r.max_logit_diff);
+        const bool changes = kv == DType::Q8_0 && kQ8CacheChangesIds.count(key) > 0;
+        if (!changes) {
+          EXPECT_TRUE(r.all_ids_match()) << line;
+        }
+        if (kv == DType::F16) {
+          EXPECT_LE(r.max_logit_diff, 0.04f) << line;
+        } else if (kv == DType::BF16) {
+          EXPECT_LE(r.max_logit_diff, 0.3f) << line;
+        }
+      }
+      std::printf("[ kv cache ] %s (%s): %s\n", key.c_str(), c.label.c_str(), line.c_str());
+      ::testing::Test::RecordProperty(key + " " + c.label + " " + std::string(dtype_name(kv)), line);
+    }
+  }
+}
+
 class ChatGlmGolden : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ChatGlmGolden, MatchesThudmOriginalCode) {
@@ -164,7 +230,7 @@ TEST(ChatGlmGoldenAllLogits, EveryPromptPosition) {
   const auto positions = read_binary<int32_t>(dir + "/position_ids.i32.bin");
   const auto all = read_binary<float>(dir + "/logits_all_prompt.f32.bin");
   Loaded m(dir + "/model");
-  Session s(m.ckpt.spec, m.placement, m.weights, 64);
+  Session s(m.ckpt.spec, m.placement, m.weights, 64, RunLimits{}.prefill_chunk, DType::F32);  // as the reference
   const std::vector<float> logits = s.eval(prompt, positions, /*all_logits=*/true);
   const size_t V = static_cast<size_t>(m.ckpt.config().vocab);
   ASSERT_EQ(all.size(), prompt.size() * V);

@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/simd.h"
@@ -20,7 +23,92 @@ struct Case {
   float amplitude;  // of q and k: larger values make the softmax peaky
 };
 
-void check_attention(const Case& c, int threads) {
+// A KV-cache row of n floats in `type`, rounded as the reference implementations round (written
+// here from ggml's layouts, not with the kernels' converters): f16 and bf16 to nearest even (NaN
+// stays NaN), q8_0 as ggml's quantize_row_q8_0_ref: per block of 32, d = amax / 127 stored as f16,
+// q = round(x / d) half away from zero.
+std::vector<uint8_t> ref_round_row(DType type, const float* x, int64_t n) {
+  std::vector<uint8_t> out(*dtype_bytes(type, static_cast<uint64_t>(n)));
+  const auto put16 = [&](size_t at, uint16_t h) { std::memcpy(out.data() + at, &h, 2); };
+  switch (type) {
+    case DType::F32:
+      std::memcpy(out.data(), x, out.size());
+      break;
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) put16(static_cast<size_t>(2 * i), f32_to_f16(x[i]));
+      break;
+    case DType::BF16:
+      for (int64_t i = 0; i < n; ++i) put16(static_cast<size_t>(2 * i), f32_to_bf16(x[i]));
+      break;
+    default:  // q8_0
+      for (int64_t b = 0; b < n / 32; ++b) {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[b * 32 + j]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const auto at = static_cast<size_t>(b * 34);
+        put16(at, f32_to_f16(d));
+        for (int j = 0; j < 32; ++j)
+          out[at + 2 + static_cast<size_t>(j)] =
+              static_cast<uint8_t>(static_cast<int8_t>(std::round(x[b * 32 + j] * id)));
+      }
+  }
+  return out;
+}
+
+// Element i of a cache row in `type`, exactly (double).
+double ref_cache_element(DType type, const uint8_t* row, int64_t i) {
+  uint16_t h;
+  switch (type) {
+    case DType::F32: {
+      float f;
+      std::memcpy(&f, row + 4 * i, 4);
+      return f;
+    }
+    case DType::F16:
+      std::memcpy(&h, row + 2 * i, 2);
+      return f16_to_f32(h);
+    case DType::BF16:
+      std::memcpy(&h, row + 2 * i, 2);
+      return bf16_to_f32(h);
+    default: {  // q8_0
+      const uint8_t* block = row + (i / 32) * 34;
+      return ref_half(block) * static_cast<int8_t>(block[2 + i % 32]);
+    }
+  }
+}
+
+// The whole cache [S, kvw] in `type` from f32 values; rows in [poison_from, S) and the rows the
+// kernel must write, [new_from, new_to), hold NaN (q8_0: every block's scale is an f16 NaN), so a
+// read past the causal limit or of a row left unwritten poisons the output.
+std::vector<uint8_t> make_cache(DType type, const std::vector<float>& values, int64_t S, int64_t kvw,
+                                int64_t poison_from, int64_t new_from, int64_t new_to) {
+  const size_t row_bytes = *dtype_bytes(type, static_cast<uint64_t>(kvw));
+  std::vector<uint8_t> bytes(row_bytes * static_cast<size_t>(S));
+  const std::vector<float> nan_row(static_cast<size_t>(kvw), std::numeric_limits<float>::quiet_NaN());
+  for (int64_t r = 0; r < S; ++r) {
+    const bool poison = r >= poison_from || (r >= new_from && r < new_to);
+    std::vector<uint8_t> row = ref_round_row(type, poison ? nan_row.data() : values.data() + r * kvw, kvw);
+    if (poison && type == DType::Q8_0) {
+      for (size_t at = 0; at < row.size(); at += 34) {
+        row[at] = 0x00;
+        row[at + 1] = 0x7e;  // f16 NaN
+      }
+    }
+    std::memcpy(bytes.data() + static_cast<size_t>(r) * row_bytes, row.data(), row_bytes);
+  }
+  return bytes;
+}
+
+Tensor cache_tensor(DType type, int64_t S, int64_t kvw, const std::vector<uint8_t>& bytes, const std::string& name) {
+  Tensor t = Tensor::host(type, Shape{S, kvw}, name);
+  EXPECT_EQ(t.nbytes(), bytes.size());
+  std::memcpy(t.data(), bytes.data(), bytes.size());
+  return t;
+}
+
+void check_attention(const Case& c, int threads, DType cache_type = DType::F32) {
+  SCOPED_TRACE(std::string(dtype_name(cache_type)) + " cache");
   ThreadPool pool(threads);
   const int64_t qw = static_cast<int64_t>(c.n_head) * c.head_dim;
   const int64_t kvw = static_cast<int64_t>(c.n_kv_head) * c.head_dim;
@@ -28,41 +116,43 @@ void check_attention(const Case& c, int threads) {
   const auto kv = random_floats(static_cast<size_t>(c.T * kvw), 22, -c.amplitude, c.amplitude);
   const auto vv = random_floats(static_cast<size_t>(c.T * kvw), 23);
   // Rows before kv_offset hold an earlier step's keys; rows after the new ones are NaN, so
-  // reading past the causal limit poisons the output.
-  auto kc = random_floats(static_cast<size_t>(c.S * kvw), 24, -c.amplitude, c.amplitude);
-  auto vc = random_floats(static_cast<size_t>(c.S * kvw), 25);
-  for (int64_t i = (c.kv_offset + c.T) * kvw; i < c.S * kvw; ++i) {
-    kc[static_cast<size_t>(i)] = std::numeric_limits<float>::quiet_NaN();
-    vc[static_cast<size_t>(i)] = std::numeric_limits<float>::quiet_NaN();
-  }
-  for (int64_t i = 0; i < c.T * kvw; ++i) {  // where the new rows go: the kernel must write them
-    kc[static_cast<size_t>(c.kv_offset * kvw + i)] = std::numeric_limits<float>::quiet_NaN();
-    vc[static_cast<size_t>(c.kv_offset * kvw + i)] = std::numeric_limits<float>::quiet_NaN();
-  }
+  // reading past the causal limit poisons the output; so are the rows the kernel must write.
+  const auto kc = make_cache(cache_type, random_floats(static_cast<size_t>(c.S * kvw), 24, -c.amplitude, c.amplitude),
+                             c.S, kvw, c.kv_offset + c.T, c.kv_offset, c.kv_offset + c.T);
+  const auto vc = make_cache(cache_type, random_floats(static_cast<size_t>(c.S * kvw), 25), c.S, kvw, c.kv_offset + c.T,
+                             c.kv_offset, c.kv_offset + c.T);
   Tensor q = f32_tensor(Shape{c.T, qw}, qv, "q");
   Tensor k = f32_tensor(Shape{c.T, kvw}, kv, "k");
   Tensor v = f32_tensor(Shape{c.T, kvw}, vv, "v");
-  Tensor k_cache = f32_tensor(Shape{c.S, kvw}, kc, "k_cache");
-  Tensor v_cache = f32_tensor(Shape{c.S, kvw}, vc, "v_cache");
+  Tensor k_cache = cache_tensor(cache_type, c.S, kvw, kc, "k_cache");
+  Tensor v_cache = cache_tensor(cache_type, c.S, kvw, vc, "v_cache");
   Tensor out = Tensor::host(DType::F32, Shape{c.T, qw}, "out");
   AttentionParams p{c.n_head, c.n_kv_head, c.head_dim, c.scale, c.kv_offset};
   kernels::attention(q, k, v, k_cache, v_cache, p, out, pool);
 
-  // The new rows landed in the caches; nothing else changed.
-  const auto kc_after = values_of(k_cache);
-  const auto vc_after = values_of(v_cache);
-  for (int64_t i = 0; i < c.S * kvw; ++i) {
-    const int64_t row = i / kvw;
+  // The new rows landed in the caches rounded as the reference rounds them; nothing else changed.
+  const size_t row_bytes = kc.size() / static_cast<size_t>(c.S);
+  const auto* kc_after = static_cast<const uint8_t*>(k_cache.data());
+  const auto* vc_after = static_cast<const uint8_t*>(v_cache.data());
+  for (int64_t row = 0; row < c.S; ++row) {
     const bool is_new = row >= c.kv_offset && row < c.kv_offset + c.T;
-    const float want_k = is_new ? kv[static_cast<size_t>(i - c.kv_offset * kvw)] : kc[static_cast<size_t>(i)];
-    const float want_v = is_new ? vv[static_cast<size_t>(i - c.kv_offset * kvw)] : vc[static_cast<size_t>(i)];
-    if (std::isnan(want_k)) {
-      ASSERT_TRUE(std::isnan(kc_after[static_cast<size_t>(i)]));
-    } else {
-      ASSERT_EQ(kc_after[static_cast<size_t>(i)], want_k) << "key cache element " << i;
-      ASSERT_EQ(vc_after[static_cast<size_t>(i)], want_v) << "value cache element " << i;
-    }
+    const size_t at = static_cast<size_t>(row) * row_bytes;
+    const std::vector<uint8_t> want_k =
+        is_new ? ref_round_row(cache_type, kv.data() + (row - c.kv_offset) * kvw, kvw)
+               : std::vector<uint8_t>(kc.begin() + static_cast<std::ptrdiff_t>(at),
+                                      kc.begin() + static_cast<std::ptrdiff_t>(at + row_bytes));
+    const std::vector<uint8_t> want_v =
+        is_new ? ref_round_row(cache_type, vv.data() + (row - c.kv_offset) * kvw, kvw)
+               : std::vector<uint8_t>(vc.begin() + static_cast<std::ptrdiff_t>(at),
+                                      vc.begin() + static_cast<std::ptrdiff_t>(at + row_bytes));
+    ASSERT_EQ(std::memcmp(kc_after + at, want_k.data(), row_bytes), 0) << "key cache row " << row;
+    ASSERT_EQ(std::memcmp(vc_after + at, want_v.data(), row_bytes), 0) << "value cache row " << row;
   }
+  // The values the caches hold (new rows rounded), exactly.
+  const auto key = [&](int64_t s, int64_t col) { return ref_cache_element(cache_type, kc_after + s * row_bytes, col); };
+  const auto value = [&](int64_t s, int64_t col) {
+    return ref_cache_element(cache_type, vc_after + s * row_bytes, col);
+  };
 
   const auto ov = values_of(out);
   const int group = c.n_head / c.n_kv_head;
@@ -77,8 +167,8 @@ void check_attention(const Case& c, int threads) {
         double dot = 0.0;
         double terms = 0.0;
         for (int d = 0; d < c.head_dim; ++d) {
-          const double prod = static_cast<double>(qv[static_cast<size_t>(t * qw + h * c.head_dim + d)]) *
-                              kc_after[static_cast<size_t>(s * kvw + kv_col + d)];
+          const double prod =
+              static_cast<double>(qv[static_cast<size_t>(t * qw + h * c.head_dim + d)]) * key(s, kv_col + d);
           dot += prod;
           terms += std::fabs(prod);
         }
@@ -94,12 +184,12 @@ void check_attention(const Case& c, int threads) {
       // f32 rounding perturbs each score by ~eps * sum|q_d k_d| * scale, which changes each
       // softmax weight by that much relative; the output (a convex mix of |v| <= 1) moves by at
       // most a few times that. 2e-6 (~30 eps) per unit of score magnitude, plus eps-level terms.
+      // The same for every cache dtype: the kernel widens the cache exactly, and the reference
+      // reads the same rounded values.
       const double tol = 2e-6 * (1.0 + max_abs_score_terms);
       for (int d = 0; d < c.head_dim; ++d) {
         double ref = 0.0;
-        for (int64_t s = 0; s < n_keys; ++s) {
-          ref += scores[static_cast<size_t>(s)] * vc_after[static_cast<size_t>(s * kvw + kv_col + d)];
-        }
+        for (int64_t s = 0; s < n_keys; ++s) ref += scores[static_cast<size_t>(s)] * value(s, kv_col + d);
         ref /= denom;
         ASSERT_NEAR(ov[static_cast<size_t>(t * qw + h * c.head_dim + d)], ref, tol)
             << kernels::simd_level() << " heads " << c.n_head << "/" << c.n_kv_head << " hd " << c.head_dim << " T "
@@ -129,6 +219,53 @@ TEST(Attention, MatchesNaiveReferenceAcrossShapesAndLevels) {
   }
   check_attention(cases[2], 1);
   check_attention(cases[3], 3);
+}
+
+// f16, bf16 and q8_0 caches: new rows rounded as ggml rounds them, the cache read tile by tile
+// (several tiles, GQA slices, heads that start inside a q8_0 block) at every SIMD level, against the
+// reference over the same rounded values.
+TEST(Attention, NarrowCachesMatchTheReferenceOverTheRoundedValues) {
+  SimdLevelGuard guard;
+  const Case cases[] = {
+      {4, 4, 16, 1, 0, 1, 0.25f, 1.0f},         // first token; q8_0: two heads per block
+      {4, 4, 64, 5, 0, 9, 0.125f, 1.0f},        // prefill, MHA
+      {8, 2, 64, 7, 13, 40, 0.125f, 1.0f},      // GQA, cache pre-filled
+      {4, 2, 128, 1, 200, 260, 0.0884f, 1.0f},  // decode over several tiles
+      {4, 2, 32, 4, 120, 130, 1.0f, 3.0f},      // peaky softmax: large scores
+      {8, 4, 24, 3, 70, 80, 0.2f, 1.0f},        // kv width 96: heads start inside q8_0 blocks
+      {8, 1, 32, 2, 100, 110, 0.2f, 1.0f},      // MQA with 8 heads (two slices of 4)
+  };
+  const Case f16_only[] = {
+      {6, 1, 48, 3, 70, 80, 0.144f, 1.0f},  // odd head_dim, more keys than one tile
+      {2, 2, 17, 9, 30, 45, 0.3f, 1.0f},    // head_dim not a multiple of any vector width
+  };
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    for (DType type : {DType::F16, DType::BF16, DType::Q8_0}) {
+      for (const Case& c : cases) check_attention(c, 2, type);
+      if (type != DType::Q8_0) {
+        for (const Case& c : f16_only) check_attention(c, 2, type);
+      }
+    }
+  }
+  check_attention(cases[2], 3, DType::Q8_0);
+  check_attention(cases[5], 1, DType::F16);
+}
+
+TEST(Attention, RefusesCachesOfTwoDtypesOrANonCacheDtype) {
+  ThreadPool pool(1);
+  Tensor q = Tensor::host(DType::F32, Shape{1, 128}, "q");
+  Tensor k = Tensor::host(DType::F32, Shape{1, 64}, "k");
+  Tensor out = Tensor::host(DType::F32, Shape{1, 128}, "out");
+  Tensor kc = Tensor::host(DType::F16, Shape{4, 64}, "kc");
+  Tensor vc_q8 = Tensor::host(DType::Q8_0, Shape{4, 64}, "vc_q8");
+  const AttentionParams p{4, 2, 32, 0.2f, 0};
+  expect_error(ErrorKind::Shape, [&] { kernels::attention(q, k, k, kc, vc_q8, p, out, pool); }, {"vc_q8", "f16"});
+  Tensor kc_i = Tensor::host(DType::I32, Shape{4, 64}, "kc_i");
+  expect_error(ErrorKind::Unsupported, [&] { kernels::attention(q, k, k, kc_i, kc_i, p, out, pool); },
+               {"kc_i", "f16", "q8_0"});
+  Tensor kc_q8 = Tensor::host(DType::Q8_0, Shape{4, 64}, "kc_q8");
+  EXPECT_NO_THROW(kernels::attention(q, k, k, kc_q8, vc_q8, p, out, pool));
 }
 
 TEST(Attention, ResultDoesNotDependOnThreads) {

@@ -103,7 +103,14 @@ TEST(Compute, SupportsAnswersPerOpAndDtypes) {
   EXPECT_FALSE(kernels::supports(Op::MatMul, {D::F32}));
   EXPECT_FALSE(kernels::supports(Op::Embedding, {D::F32, D::F32}));
   EXPECT_TRUE(kernels::supports(Op::Attention, {D::F32, D::F32, D::F32, D::F32, D::F32}));
-  EXPECT_FALSE(kernels::supports(Op::Attention, {D::F32, D::F32, D::F32, D::F16, D::F16}));
+  // Caches of any KV-cache dtype, both the same; q, k and v f32.
+  for (D kv : {D::F16, D::BF16, D::Q8_0}) {
+    EXPECT_TRUE(kernels::supports(Op::Attention, {D::F32, D::F32, D::F32, kv, kv}));
+  }
+  EXPECT_FALSE(kernels::supports(Op::Attention, {D::F32, D::F32, D::F32, D::F16, D::Q8_0}));
+  EXPECT_FALSE(kernels::supports(Op::Attention, {D::F32, D::F32, D::F32, D::Q4_0, D::Q4_0}));
+  EXPECT_FALSE(kernels::supports(Op::Attention, {D::F32, D::F16, D::F32, D::F16, D::F16}));
+  EXPECT_TRUE(kernels::supports(Op::Attention, {D::F32, D::F32, D::F32, D::Q8_0, D::Q8_0, D::I32}));
   EXPECT_TRUE(kernels::supports(Op::SwiGlu, {D::F32}));
   EXPECT_TRUE(kernels::supports(Op::SwiGlu, {D::F32, D::F32}));
   EXPECT_TRUE(kernels::supports(Op::LayerNorm, {D::F32, D::BF16, D::BF16}));

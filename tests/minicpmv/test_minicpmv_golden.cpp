@@ -162,7 +162,7 @@ TEST_P(MiniCpmvModelGolden, EmbeddingsSplicedRowsLogitsAndGreedyTokensFromRefere
   const VisionBatch batch = reference_batch(c);
   const std::vector<int32_t> ids = c.i32("input_ids");
 
-  Session s(m.ckpt.spec, m.placement, m.weights, kContext);
+  Session s(m.ckpt.spec, m.placement, m.weights, kContext, RunLimits{}.prefill_chunk, DType::F32);
   const std::vector<float> embeds = s.encode_images(batch);
   EXPECT_LE(max_abs_diff(embeds, c.f32("vision_embeds")), kVisionAbs);
 
@@ -216,11 +216,11 @@ TEST_P(MiniCpmvModelGolden, EmbeddingsSplicedRowsLogitsAndGreedyTokensFromRefere
 
   // Every prompt position's logits.
   {
-    Session all(m.ckpt.spec, m.placement, m.weights, kContext);
+    Session all(m.ckpt.spec, m.placement, m.weights, kContext, RunLimits{}.prefill_chunk, DType::F32);
     const auto logits = all.eval_with_images(p.tokens, p.positions, p.image_row, embeds, /*all_logits=*/true);
     EXPECT_LE(max_abs_diff(logits, c.f32("logits_all_prompt")), logits_tolerance(c));
   }
-  Session greedy(m.ckpt.spec, m.placement, m.weights, kContext);
+  Session greedy(m.ckpt.spec, m.placement, m.weights, kContext, RunLimits{}.prefill_chunk, DType::F32);
   const GreedyRun run = run_greedy(greedy, batch, ids, c.expected.at("greedy_new_tokens").get<int>());
   expect_greedy_matches(c, run);
   EXPECT_LE(max_abs_diff(run.step_logits[0], c.f32("logits_last")), logits_tolerance(c));
@@ -250,7 +250,7 @@ TEST_P(MiniCpmvModelGolden, FerrysOwnProcessingOfThePngGivesThePromptIdsAndTheTo
   EXPECT_EQ(processed.batch.positions, reference.positions);
   EXPECT_LE(max_abs_diff(processed.batch.patches, reference.patches), 1e-6f);
 
-  Session s(m.ckpt.spec, m.placement, m.weights, kContext);
+  Session s(m.ckpt.spec, m.placement, m.weights, kContext, RunLimits{}.prefill_chunk, DType::F32);
   expect_greedy_matches(c, run_greedy(s, processed.batch, ids, c.expected.at("greedy_new_tokens").get<int>()));
 }
 

@@ -56,8 +56,43 @@ TEST(Presets, WeightBytesFollowTheDtype) {
   EXPECT_NEAR(static_cast<double>(p.devices[0].weight_bytes) / (2.0 * params), 1.0, 0.001);
   const Plan q = make_plan(preset_spec("llama-3-8b", DType::Q8_0), request_for("cuda:0", 4096));
   EXPECT_NEAR(static_cast<double>(q.devices[0].weight_bytes) / (34.0 / 32.0 * params), 1.0, 0.001);
-  // KV cache: 32 layers x 2 (k, v) x 8 heads x 128 x 4096 tokens x f32.
-  EXPECT_EQ(p.devices[0].kv_bytes, 32ull * 2 * 8 * 128 * 4096 * 4);
+  // KV cache: 32 layers x 2 (k, v) x 8 heads x 128 x 4096 tokens x f16 (RunLimits' default).
+  EXPECT_EQ(p.devices[0].kv_bytes, 32ull * 2 * 8 * 128 * 4096 * 2);
+}
+
+// KV bytes are exact for every cache dtype: rows of kv width elements (q8_0: kv width / 32 blocks
+// of 34 bytes), context rows, a k and a v tensor per layer, per sequence.
+TEST(Presets, KvBytesFollowTheKvDtype) {
+  const ModelSpec spec = preset_spec("llama-3-8b");
+  const uint64_t rows = 32ull * 2 * 4096 * 3;  // layers x (k, v) x context x batch
+  const uint64_t width = 8 * 128;
+  const std::pair<DType, uint64_t> row_bytes[] = {
+      {DType::F32, width * 4}, {DType::F16, width * 2}, {DType::BF16, width * 2}, {DType::Q8_0, width / 32 * 34}};
+  for (const auto& [kv, bytes] : row_bytes) {
+    PlanRequest r = request_for("cuda:0", 4096);
+    r.limits.kv_dtype = kv;
+    r.limits.max_batch = 3;
+    const Plan p = make_plan(spec, r);
+    EXPECT_EQ(p.devices[0].kv_bytes, rows * bytes) << dtype_name(kv);
+    EXPECT_NE(p.describe().find(fmt::format("{} KV cache", dtype_name(kv))), std::string::npos) << p.describe();
+  }
+}
+
+// q8_0 needs cache rows of whole blocks: a kv width that is not a multiple of 32 is refused at plan
+// time, naming the model's dims and the fix.
+TEST(Presets, Q8CacheNeedsAKvWidthOfWholeBlocks) {
+  ModelSpec spec = preset_spec("llama-3-8b");
+  spec.config.head_dim = 120;  // 8 kv heads x 120 = 960 = 30 blocks: fine
+  PlanRequest r = request_for("cuda:0", 4096);
+  r.limits.kv_dtype = DType::Q8_0;
+  EXPECT_NO_THROW(unit_costs(spec, r.limits));
+  spec.config.head_dim = 98;  // 784: not whole blocks
+  expect_error([&] { unit_costs(spec, r.limits); }, ErrorKind::Usage,
+               {"q8_0", "8 kv heads x head_dim 98 = 784", "multiple of 32", "f16"});
+  r.limits.kv_dtype = DType::F16;
+  EXPECT_NO_THROW(unit_costs(spec, r.limits));
+  r.limits.kv_dtype = DType::Q4_0;
+  expect_error([&] { unit_costs(spec, r.limits); }, ErrorKind::Usage, {"q4_0", "f32, f16, bf16 or q8_0"});
 }
 
 TEST(Presets, Glm4vOnFour24GiBCardsKeepsTheTowerWholeAndFits) {

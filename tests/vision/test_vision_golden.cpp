@@ -69,7 +69,7 @@ TEST_P(VisionGolden, ImageEmbeddingsSplicedInputPositionsLogitsAndGreedyTokens) 
   EXPECT_EQ(p.positions, read_raw<int32_t>(dir() + "/position_ids_expanded.i32.bin"));
   EXPECT_EQ(p.next_position, static_cast<int64_t>(prompt.size()));
 
-  Session s(m.ckpt.spec, m.placement, m.weights, 64);
+  Session s(m.ckpt.spec, m.placement, m.weights, 64, RunLimits{}.prefill_chunk, DType::F32);
   const VisionBatch pixels = testing::pixel_batch(read_raw<float>(dir() + "/pixel_values.f32.bin"), c.vision);
   const std::vector<float> embeds = s.encode_images(pixels);
   EXPECT_LE(max_abs_diff(embeds, read_raw<float>(dir() + "/vision_embeds.f32.bin")), kVisionAbs);
@@ -111,13 +111,13 @@ TEST_P(VisionGolden, ImageEmbeddingsSplicedInputPositionsLogitsAndGreedyTokens) 
 
   // Every prompt position's logits, then greedy decoding from the unexpanded length.
   {
-    Session all(m.ckpt.spec, m.placement, m.weights, 64);
+    Session all(m.ckpt.spec, m.placement, m.weights, 64, RunLimits{}.prefill_chunk, DType::F32);
     const auto logits = all.eval_with_images(p.tokens, p.positions, p.image_row, embeds, /*all_logits=*/true);
     EXPECT_LE(max_abs_diff(logits, read_raw<float>(dir() + "/logits_all_prompt.f32.bin")), logits_tolerance());
     EXPECT_EQ(all.next_position(), static_cast<int64_t>(prompt.size()));
   }
   const int steps = expected["greedy_new_tokens"].get<int>();
-  Session greedy(m.ckpt.spec, m.placement, m.weights, 64);
+  Session greedy(m.ckpt.spec, m.placement, m.weights, 64, RunLimits{}.prefill_chunk, DType::F32);
   const testing::VisionRun run = testing::run_greedy(greedy, c, prompt, pixels, steps);
   EXPECT_EQ(run.tokens, expected["greedy_ids"].get<std::vector<int32_t>>());
   const auto golden_steps = read_raw<float>(dir() + "/logits_greedy_steps.f32.bin");
@@ -145,7 +145,7 @@ TEST_P(VisionGolden, OwnPreprocessingOfThePngGivesTheSameTokens) {
   EXPECT_LE(max_abs_diff(pixels, read_raw<float>(dir() + "/pixel_values.f32.bin")), 1e-6f);
   EXPECT_EQ(preprocess_image(png, c.vision.image_size), pixels);
 
-  Session s(m.ckpt.spec, m.placement, m.weights, 64);
+  Session s(m.ckpt.spec, m.placement, m.weights, 64, RunLimits{}.prefill_chunk, DType::F32);
   const testing::VisionRun run =
       testing::run_greedy(s, c, read_raw<int32_t>(dir() + "/prompt_ids.i32.bin"),
                           testing::pixel_batch(pixels, c.vision), expected["greedy_new_tokens"].get<int>());
@@ -180,7 +180,7 @@ TEST_P(VisionGolden, RunsOnADeviceWhoseMemoryOnlyItsBackendReads) {
     WeightStore weights;
     load_weights(ckpt, placement, weights);
     const VisionBatch pixels = testing::pixel_batch(read_raw<float>(dir() + "/pixel_values.f32.bin"), c.vision);
-    Session s(ckpt.spec, placement, weights, 64);
+    Session s(ckpt.spec, placement, weights, 64, RunLimits{}.prefill_chunk, DType::F32);
     const testing::VisionRun host = testing::run_greedy(s, c, prompt, pixels, steps);
     EXPECT_LE(max_abs_diff(host.image_embeds, read_raw<float>(dir() + "/vision_embeds.f32.bin")), kVisionAbs);
     EXPECT_EQ(host.tokens, golden_ids);

@@ -221,6 +221,52 @@ TEST_P(VulkanOps, AttentionOverTheCacheWithAndWithoutThePositionInput) {
   }
 }
 
+// f16, bf16 and q8_0 caches: the new rows rounded bit for bit as the CPU rounds them (f16/bf16 a
+// word at a time, odd kv widths putting rows across word boundaries; q8_0 blocks of 34 bytes, the
+// words two blocks share updated by both), the rows already there untouched, and the output as the
+// CPU's over the same cache values.
+TEST_P(VulkanOps, AttentionOverNarrowCaches) {
+  struct Shape3 {
+    int n_head, n_kv_head, head_dim;
+  };
+  for (DType dt : {DType::F16, DType::BF16, DType::Q8_0}) {
+    for (const Shape3 h : {Shape3{4, 2, 16}, Shape3{8, 2, 64}, Shape3{3, 1, 17}, Shape3{6, 3, 32}}) {
+      const int64_t W = static_cast<int64_t>(h.n_kv_head) * h.head_dim;
+      if (W % dtype_traits(dt).block_size != 0) continue;
+      for (int64_t T : {1, 5, 70}) {
+        for (int64_t offset : {0, 3}) {
+          AttentionParams p;
+          p.n_head = h.n_head;
+          p.n_kv_head = h.n_kv_head;
+          p.head_dim = h.head_dim;
+          p.scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
+          const int64_t S = 80;
+          std::vector<Tensor> in = {random_f32(Shape{T, p.n_head * p.head_dim}, 15), random_f32(Shape{T, W}, 16),
+                                    random_f32(Shape{T, W}, 17), test::random_weight(dt, S, W, 18),
+                                    test::random_weight(dt, S, W, 19)};
+          for (bool position_input : {false, true}) {
+            p.kv_offset = position_input ? 0 : offset;
+            std::vector<Tensor> with = in;
+            if (position_input) with.push_back(ids({static_cast<int32_t>(offset)}));
+            auto [want, got] = run(Op::Attention, p, with, DType::F32, in[0].shape(), {3, 4});
+            const std::string what =
+                fmt::format("attention over a {} cache, {}/{} heads of {}, T {} offset {} position input {}",
+                            dtype_name(dt), h.n_head, h.n_kv_head, h.head_dim, T, offset, position_input);
+            expect_close(want, got, 2e-6, what);
+            for (auto& [cpu_state, vk_state] : state_back_) expect_close(cpu_state, vk_state, 0.0, what + " cache");
+          }
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(vulkan::supports(
+      Op::Attention, std::vector<DType>{DType::F32, DType::F32, DType::F32, DType::Q8_0, DType::Q8_0, DType::I32}));
+  EXPECT_FALSE(vulkan::supports(
+      Op::Attention, std::vector<DType>{DType::F32, DType::F32, DType::F32, DType::F16, DType::BF16, DType::I32}));
+  EXPECT_FALSE(vulkan::supports(Op::Attention,
+                                std::vector<DType>{DType::F32, DType::F32, DType::F32, DType::Q4_0, DType::Q4_0}));
+}
+
 TEST_P(VulkanOps, SegmentAttentionAndPatchify) {
   struct Case {
     int n_head, n_kv_head, head_dim;

@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "graph/graph.h"
@@ -161,6 +162,24 @@ void check_heads(const BoundOp& op, int n_head, int n_kv_head, int head_dim) {
   }
 }
 
+// The KV-cache type codes of shaders/kv_cache.glsl: every type of graph/op.h's kKvCacheDtypes.
+std::optional<uint32_t> kv_cache_code(DType t) {
+  switch (t) {
+    case DType::F32:
+      return 0;
+    case DType::F16:
+      return 1;
+    case DType::BF16:
+      return 2;
+    case DType::Q8_0:
+      return 3;
+    default:
+      return std::nullopt;
+  }
+}
+
+// kv_store.comp, then attention.comp. A cache of another type than f32 is written rounded (f16 and
+// bf16 a word at a time, q8_0 a block at a time) and read element by element, both by byte address.
 std::vector<Step> attention(const BoundOp& op) {
   const AttentionParams& p = params_of<AttentionParams>(op);
   const Tensor& q = *op.inputs[0];
@@ -179,13 +198,27 @@ std::vector<Step> attention(const BoundOp& op) {
     fail(ErrorKind::Usage, "attention '{}': {} new rows at offset {} overflow the cache of {} rows", op.output->name(),
          T, p.kv_offset, kc.dim(0));
   }
+  const std::optional<uint32_t> cache_type = kv_cache_code(kc.dtype());
+  if (!cache_type || vc.dtype() != kc.dtype()) {
+    fail(ErrorKind::Unsupported,
+         "attention '{}' on Vulkan: caches of {} and {}; this backend runs KV caches of f32, f16, bf16 or q8_0, both "
+         "the same",
+         op.output->name(), dtype_name(kc.dtype()), dtype_name(vc.dtype()));
+  }
+  expect(kc.dtype() != DType::Q8_0 || kv_width % 32 == 0, op, "a q8_0 cache needs a kv width of whole blocks of 32");
+  if (kc.dtype() != DType::F32) u32(static_cast<int64_t>(kc.nbytes()) + 256, "KV-cache bytes");  // byte addresses
   Dispatch store = make("kv_store");
   store.tensors = {&k, &v, &kc, &vc, position != nullptr ? position : &k};
   store.params[0] = u32(T, "tokens");
   store.params[1] = u32(kv_width, "kv width");
   store.params[2] = position != nullptr ? 1 : 0;
   store.params[3] = position != nullptr ? 0 : u32(p.kv_offset, "kv offset");
-  store.groups = groups_for(T * kv_width);
+  store.params[4] = *cache_type;
+  // Invocations: one per element (f32), per cache word the rows can touch (f16, bf16: the rows may
+  // start in the middle of a word), per q8_0 block.
+  store.groups = groups_for(kc.dtype() == DType::F32    ? T * kv_width
+                            : kc.dtype() == DType::Q8_0 ? T * kv_width / 32
+                                                        : T * kv_width / 2 + 1);
 
   Dispatch attend = make("attention");
   attend.tensors = {&q, &kc, &vc, op.output, position != nullptr ? position : &q};
@@ -196,6 +229,7 @@ std::vector<Step> attention(const BoundOp& op) {
   attend.params[4] = bits(p.scale);
   attend.params[7] = store.params[2];
   attend.params[8] = store.params[3];
+  attend.params[9] = *cache_type;
   attend.groups = static_cast<uint64_t>(T) * static_cast<uint64_t>(p.n_head);
   return {store, attend};
 }
@@ -421,6 +455,8 @@ std::vector<Step> lower(const BoundOp& op) {
 }
 
 bool supports(Op op, std::span<const DType> d) {
+  // Attention: KV caches of the types kv_cache.glsl knows (every KV-cache dtype today).
+  if (op == Op::Attention && d.size() >= 5 && !kv_cache_code(d[3])) return false;
   return op_accepts(op, d, is_weight_type);
 }
 

@@ -1,13 +1,16 @@
-// Causal attention over a KV cache: append this step's k/v, then each (query, head) runs an online
-// softmax over its cache rows tile by tile (cpu/*.cpp), never materialising a T x S score matrix.
+// Causal attention over a KV cache: append this step's k/v (rounded to the cache's dtype), then each
+// (query, head) runs an online softmax over its cache rows tile by tile (cpu/*.cpp), never
+// materialising a T x S score matrix, and reading a cache of a narrower dtype one tile at a time.
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "backends/cpu/kernels/check.h"
 #include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/cpu/quant.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
+#include "graph/op.h"
 
 namespace ferry::kernels {
 
@@ -17,8 +20,13 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cach
   check_f32(kName, q, "query q");
   check_f32(kName, k, "key k");
   check_f32(kName, v, "value v");
-  check_f32(kName, k_cache, "key cache");
-  check_f32(kName, v_cache, "value cache");
+  check_defined(kName, k_cache, "key cache");
+  const DType cache_type = k_cache.dtype();
+  if (!is_kv_cache_dtype(cache_type)) {
+    fail(ErrorKind::Unsupported, "attention: key cache '{}' is {}; a KV cache is f32, f16, bf16 or q8_0",
+         k_cache.name(), dtype_name(cache_type));
+  }
+  check_dtype(kName, v_cache, "value cache", cache_type);
   check_f32(kName, out, "output");
   check_same_device(kName, {&q, &k, &v, &k_cache, &v_cache, &out});
   if (p.n_head <= 0 || p.n_kv_head <= 0 || p.head_dim <= 0 || p.n_head % p.n_kv_head != 0) {
@@ -48,10 +56,25 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cach
          T, p.kv_offset, S, k_cache.name());
   }
 
-  // memmove: the runtime may hand us k/v that already live in the cache rows.
-  const size_t new_bytes = static_cast<size_t>(T * kv_width) * sizeof(float);
-  std::memmove(k_cache.data_as<float>() + p.kv_offset * kv_width, k.data(), new_bytes);
-  std::memmove(v_cache.data_as<float>() + p.kv_offset * kv_width, v.data(), new_bytes);
+  const size_t row_bytes = k_cache.row_bytes();
+  auto* kc = static_cast<uint8_t*>(k_cache.data());
+  auto* vc = static_cast<uint8_t*>(v_cache.data());
+  if (cache_type == DType::F32) {
+    // memmove: the runtime may hand us k/v that already live in the cache rows.
+    const size_t new_bytes = static_cast<size_t>(T * kv_width) * sizeof(float);
+    std::memmove(kc + static_cast<size_t>(p.kv_offset) * row_bytes, k.data(), new_bytes);
+    std::memmove(vc + static_cast<size_t>(p.kv_offset) * row_bytes, v.data(), new_bytes);
+  } else {
+    // Each new row rounded to the cache's dtype (f16/bf16 to nearest even, q8_0 as ggml's
+    // quantize_row_q8_0_ref, blocks of 32 along the row).
+    const float* k_data = k.data_as<const float>();
+    const float* v_data = v.data_as<const float>();
+    pool.parallel_for(T, [&](int64_t t, int) {
+      const size_t at = static_cast<size_t>(p.kv_offset + t) * row_bytes;
+      cpu::row_from_f32(cache_type, k_data + t * kv_width, kc + at, kv_width);
+      cpu::row_from_f32(cache_type, v_data + t * kv_width, vc + at, kv_width);
+    });
+  }
 
   // Tasks: (token, kv head, a slice of at most kMaxHeads of the query heads that read that kv head).
   // The heads of a slice share each K/V row they read.
@@ -62,11 +85,11 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cach
   const int64_t tasks_per_token = static_cast<int64_t>(p.n_kv_head) * slices_per_group;
   const int64_t width = static_cast<int64_t>(p.n_head) * p.head_dim;
   const float* q_data = q.data_as<const float>();
-  const float* kc = k_cache.data_as<const float>();
-  const float* vc = v_cache.data_as<const float>();
   float* o = out.data_as<float>();
-  const size_t scratch_per_thread =
-      static_cast<size_t>(kMaxHeads) * static_cast<size_t>(p.head_dim + cpu::AttentionHeads::kKeyTile);
+  const float* f16_table = cache_type == DType::F32 ? nullptr : cpu::f16_table();
+  // Per thread: the heads' accumulators and scores, and for a narrower cache one tile of K or V
+  // rows as f32 (64 rows x head_dim): the cache is widened a tile at a time, never as a whole.
+  const size_t scratch_per_thread = cpu::AttentionHeads::scratch_floats(cache_type, p.head_dim);
   std::vector<float> scratch(static_cast<size_t>(pool.size()) * scratch_per_thread);
   pool.parallel_for(T * tasks_per_token, [&](int64_t task, int thread) {
     const int64_t t = task / tasks_per_token;
@@ -76,9 +99,12 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cach
     cpu::AttentionHeads heads;
     heads.q = q_data + t * width + static_cast<int64_t>(first_head) * p.head_dim;
     heads.n_heads = std::min(kMaxHeads, group - slice * kMaxHeads);
-    heads.k_cache = kc + static_cast<int64_t>(kv_head) * p.head_dim;
-    heads.v_cache = vc + static_cast<int64_t>(kv_head) * p.head_dim;
-    heads.cache_stride = kv_width;
+    heads.cache_type = cache_type;
+    heads.k_cache = kc;
+    heads.v_cache = vc;
+    heads.cache_row_bytes = row_bytes;
+    heads.first_col = static_cast<int64_t>(kv_head) * p.head_dim;
+    heads.f16_table = f16_table;
     heads.n_keys = p.kv_offset + t + 1;  // causal by cache slot
     heads.head_dim = p.head_dim;
     heads.scale = p.scale;

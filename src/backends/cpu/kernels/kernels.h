@@ -27,9 +27,12 @@ void layer_norm(const Tensor& x, const Tensor& w, const Tensor* b, float eps, Te
 // angle for pair i at position p: (p * freq_scale) * theta^(-2i / n_rot). out may alias x.
 void rope(const Tensor& x, const Tensor& positions, const RopeParams& p, Tensor& out, ThreadPool& pool);
 
-// Writes k/v into the caches at rows [p.kv_offset, p.kv_offset + T), then computes causal
-// attention tile by tile with an online softmax (never a full T x S score matrix).
-// q [T, nh*hd], k/v [T, nkv*hd], caches [S, nkv*hd] f32, out [T, nh*hd].
+// Writes k/v into the caches at rows [p.kv_offset, p.kv_offset + T), rounded to the caches' dtype,
+// then computes causal attention tile by tile with an online softmax (never a full T x S score
+// matrix). q [T, nh*hd], k/v [T, nkv*hd] f32, out [T, nh*hd] f32; caches [S, nkv*hd], both f32,
+// f16, bf16 or q8_0 (graph/op.h kKvCacheDtypes): f16/bf16 rounded to nearest even, q8_0 in ggml's
+// blocks of 32 along each row (nkv*hd % 32 == 0, else Error(Shape)). A narrower cache is read a key
+// tile at a time, widened exactly into per-thread f32 scratch for the same SIMD loops.
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                const AttentionParams& p, Tensor& out, ThreadPool& pool);
 

@@ -38,20 +38,39 @@ struct MatmulArgs {
 
 // One query token of up to kMaxHeads query heads that share one kv head (GQA/MQA), against cache
 // rows [0, n_keys): online softmax over tiles of kKeyTile keys, each K/V row read once per group.
+// A cache of another dtype than f32 (f16, bf16, q8_0) is read a tile at a time: the tile's K rows,
+// then its V rows, widened into the thread's scratch (exactly: every cache dtype is a subset of
+// f32), then the f32 loops run on them. The cache itself is never converted as a whole.
 struct AttentionHeads {
   static constexpr int64_t kKeyTile = 64;
   static constexpr int kMaxHeads = 4;
-  const float* q = nullptr;        // [n_heads, head_dim], heads head_dim apart
-  int n_heads = 1;                 // in [1, kMaxHeads]
-  const float* k_cache = nullptr;  // row 0 of the kv head; rows cache_stride floats apart
-  const float* v_cache = nullptr;
-  int64_t cache_stride = 0;
+  const float* q = nullptr;          // [n_heads, head_dim], heads head_dim apart
+  int n_heads = 1;                   // in [1, kMaxHeads]
+  DType cache_type = DType::F32;     // f32, f16, bf16 or q8_0 (graph/op.h kKvCacheDtypes)
+  const uint8_t* k_cache = nullptr;  // row 0 of the whole cache (every kv head); rows cache_row_bytes apart
+  const uint8_t* v_cache = nullptr;
+  size_t cache_row_bytes = 0;
+  int64_t first_col = 0;  // this kv head's first element in a row (q8_0: any, blocks are read whole)
   int64_t n_keys = 0;
   int head_dim = 0;
   float scale = 1.0f;
-  float* out = nullptr;      // [n_heads, head_dim]
-  float* scratch = nullptr;  // kMaxHeads * (head_dim + kKeyTile) floats, this thread's own
+  float* out = nullptr;              // [n_heads, head_dim]
+  float* scratch = nullptr;          // scratch_floats(cache_type, head_dim), this thread's own
+  const float* f16_table = nullptr;  // f16 bits -> f32 (quant.h f16_table()), for f16 and q8_0 caches
+
+  // Scratch per thread: the heads' accumulators and a tile's scores, and for a cache that is not
+  // f32 one tile of K or V rows as f32.
+  static constexpr size_t scratch_floats(DType cache_type, int head_dim) {
+    const auto hd = static_cast<size_t>(head_dim);
+    const auto tile = static_cast<size_t>(kKeyTile);
+    return static_cast<size_t>(kMaxHeads) * (hd + tile) + (cache_type == DType::F32 ? 0 : tile * hd);
+  }
 };
+
+// Elements [first, first + n) of one KV-cache row in `type` (f32, f16, bf16 or q8_0) to f32, one
+// element at a time: the reference the ISA files' tile conversion matches exactly, and what they
+// use for a head that does not start on a q8_0 block boundary.
+void cache_row_to_f32_scalar(DType type, const uint8_t* row, int64_t first, int64_t n, float* dst);
 
 struct Isa {
   const char* name;

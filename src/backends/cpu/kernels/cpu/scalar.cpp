@@ -95,37 +95,71 @@ void matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   }
 }
 
+// This head's rows [start, start + count) of `cache` as f32: in place for an f32 cache (*stride a
+// cache row), else widened into `tile` ([count, head_dim]).
+const float* cache_tile(const AttentionHeads& r, const uint8_t* cache, int64_t start, int64_t count, float* tile,
+                        int64_t* stride) {
+  if (r.cache_type == DType::F32) {
+    *stride = static_cast<int64_t>(r.cache_row_bytes / sizeof(float));
+    return reinterpret_cast<const float*>(cache + static_cast<size_t>(start) * r.cache_row_bytes) + r.first_col;
+  }
+  *stride = r.head_dim;
+  for (int64_t j = 0; j < count; ++j) {
+    cache_row_to_f32_scalar(r.cache_type, cache + static_cast<size_t>(start + j) * r.cache_row_bytes, r.first_col,
+                            r.head_dim, tile + j * r.head_dim);
+  }
+  return tile;
+}
+
+// Tile by tile for all the heads at once, so a cache that is not f32 is widened once per tile;
+// each head's arithmetic is the same sequence as one head alone.
 void attention(const AttentionHeads& r) {
   constexpr int64_t kTile = AttentionHeads::kKeyTile;
+  constexpr int kMax = AttentionHeads::kMaxHeads;
   const int64_t hd = r.head_dim;
-  float scores[kTile];
+  float* acc = r.scratch;                         // [heads, hd]
+  float* scores = r.scratch + kMax * hd;          // [heads, kTile]
+  float* tile = r.scratch + kMax * (hd + kTile);  // widened K or V rows (not f32 caches)
+  float running_max[kMax];
+  float running_sum[kMax];
   for (int g = 0; g < r.n_heads; ++g) {
-    const float* q = r.q + g * hd;
-    float* acc = r.scratch;
-    for (int64_t d = 0; d < hd; ++d) acc[d] = 0.0f;
-    float running_max = -std::numeric_limits<float>::infinity();
-    float running_sum = 0.0f;
-    for (int64_t start = 0; start < r.n_keys; start += kTile) {
-      const int64_t count = std::min(kTile, r.n_keys - start);
+    for (int64_t d = 0; d < hd; ++d) acc[g * hd + d] = 0.0f;
+    running_max[g] = -std::numeric_limits<float>::infinity();
+    running_sum[g] = 0.0f;
+  }
+  for (int64_t start = 0; start < r.n_keys; start += kTile) {
+    const int64_t count = std::min(kTile, r.n_keys - start);
+    int64_t stride = 0;
+    const float* k = cache_tile(r, r.k_cache, start, count, tile, &stride);
+    for (int g = 0; g < r.n_heads; ++g) {
+      float* s = scores + g * kTile;
       float tile_max = -std::numeric_limits<float>::infinity();
       for (int64_t j = 0; j < count; ++j) {
-        scores[j] = dot(q, r.k_cache + (start + j) * r.cache_stride, hd) * r.scale;
-        tile_max = std::fmax(tile_max, scores[j]);
+        s[j] = dot(r.q + g * hd, k + j * stride, hd) * r.scale;
+        tile_max = std::fmax(tile_max, s[j]);
       }
-      const float new_max = std::fmax(running_max, tile_max);
-      const float correction = std::exp(running_max - new_max);  // 0 on the first tile
-      running_sum *= correction;
-      for (int64_t d = 0; d < hd; ++d) acc[d] *= correction;
+      const float new_max = std::fmax(running_max[g], tile_max);
+      const float correction = std::exp(running_max[g] - new_max);  // 0 on the first tile
+      running_sum[g] *= correction;
+      for (int64_t d = 0; d < hd; ++d) acc[g * hd + d] *= correction;
       for (int64_t j = 0; j < count; ++j) {
-        const float p = std::exp(scores[j] - new_max);
-        running_sum += p;
-        const float* v = r.v_cache + (start + j) * r.cache_stride;
-        for (int64_t d = 0; d < hd; ++d) acc[d] += p * v[d];
+        s[j] = std::exp(s[j] - new_max);
+        running_sum[g] += s[j];
       }
-      running_max = new_max;
+      running_max[g] = new_max;
     }
-    const float inv = 1.0f / running_sum;
-    for (int64_t d = 0; d < hd; ++d) r.out[g * hd + d] = acc[d] * inv;
+    const float* v_rows = cache_tile(r, r.v_cache, start, count, tile, &stride);
+    for (int g = 0; g < r.n_heads; ++g) {
+      for (int64_t j = 0; j < count; ++j) {
+        const float p = scores[g * kTile + j];
+        const float* v = v_rows + j * stride;
+        for (int64_t d = 0; d < hd; ++d) acc[g * hd + d] += p * v[d];
+      }
+    }
+  }
+  for (int g = 0; g < r.n_heads; ++g) {
+    const float inv = 1.0f / running_sum[g];
+    for (int64_t d = 0; d < hd; ++d) r.out[g * hd + d] = acc[g * hd + d] * inv;
   }
 }
 
@@ -142,6 +176,30 @@ float sum_f32(const float* p, int64_t n) {
 }
 
 }  // namespace
+
+void cache_row_to_f32_scalar(DType type, const uint8_t* row, int64_t first, int64_t n, float* dst) {
+  const float* table = f16_table();  // f16 by lookup: the same values as f16_to_f32, fewer steps
+  if (type == DType::F16) {
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * (first + i), 2);
+      dst[i] = table[h];
+    }
+    return;
+  }
+  if (type != DType::Q8_0) {
+    const int64_t size = type == DType::F32 ? 4 : 2;
+    row_to_f32_scalar(type, row + first * size, dst, n);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* block = row + (first + i) / kQK8_0 * static_cast<int64_t>(sizeof(BlockQ8_0));
+    uint16_t d;
+    std::memcpy(&d, block, 2);
+    const auto q = static_cast<int8_t>(block[2 + (first + i) % kQK8_0]);
+    dst[i] = table[d] * static_cast<float>(q);  // exact, as dequantize_block
+  }
+}
 
 const Isa& scalar_isa() {
   static const Isa isa{"scalar", matmul, row_to_f32_scalar, attention, sum_f32, quantize_row_q8_0_split};

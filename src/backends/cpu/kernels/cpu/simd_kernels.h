@@ -349,23 +349,82 @@ typename S::V exp(typename S::V x) {
   return S::zero_below(S::scale_by_pow2(p, n), x, S::set1(-87.3365447f));
 }
 
-// Attention for up to kMaxHeads query heads sharing a kv head. Per key tile: the scores of every
-// head (each K row read once), a vectorised exp, then the V rows folded into each head's
-// accumulator chunk by chunk (each V row read once).
-// Prefetches the n floats at p (whole cache lines) into the cache level `locality` names (3: L1).
+// Prefetches the n bytes at p (whole cache lines) into the cache level `locality` names (3: L1).
 // (A template like everything here, so each ISA file keeps its own copy.)
 template <class S>
-void prefetch_row(const float* p, int64_t n, int locality) {
-  const char* bytes = reinterpret_cast<const char*>(p);
-  for (int64_t off = 0; off < n * 4; off += 64) {
+void prefetch_bytes(const uint8_t* p, int64_t n, int locality) {
+  for (int64_t off = 0; off < n; off += 64) {
     if (locality == 3) {
-      __builtin_prefetch(bytes + off, 0, 3);
+      __builtin_prefetch(p + off, 0, 3);
     } else {
-      __builtin_prefetch(bytes + off, 0, 2);
+      __builtin_prefetch(p + off, 0, 2);
     }
   }
 }
 
+// Row `row` of this kv head in `cache` (AttentionHeads::k_cache or v_cache): its first byte, and
+// how many bytes the head's elements span (whole q8_0 blocks).
+template <class S>
+const uint8_t* head_bytes(const AttentionHeads& r, const uint8_t* cache, int64_t row, int64_t* bytes) {
+  const uint8_t* p = cache + static_cast<size_t>(row) * r.cache_row_bytes;
+  if (r.cache_type == DType::Q8_0) {
+    const int64_t first_block = r.first_col / kQK8_0;
+    const int64_t end_block = (r.first_col + r.head_dim + kQK8_0 - 1) / kQK8_0;
+    *bytes = (end_block - first_block) * static_cast<int64_t>(sizeof(BlockQ8_0));
+    return p + first_block * static_cast<int64_t>(sizeof(BlockQ8_0));
+  }
+  const int64_t size = r.cache_type == DType::F32 ? 4 : 2;
+  *bytes = r.head_dim * size;
+  return p + r.first_col * size;
+}
+
+// This head's rows [start, start + count) of `cache` as f32: for an f32 cache the rows in place
+// (*stride: a cache row, in floats); otherwise widened into `tile` ([count, head_dim], *stride
+// head_dim), exactly, the next rows prefetched as it goes.
+template <class S>
+const float* cache_tile(const AttentionHeads& r, const uint8_t* cache, int64_t start, int64_t count, float* tile,
+                        int64_t* stride) {
+  constexpr int64_t kPrefetchRows = 4;
+  if (r.cache_type == DType::F32) {
+    *stride = static_cast<int64_t>(r.cache_row_bytes / 4);
+    return reinterpret_cast<const float*>(cache + static_cast<size_t>(start) * r.cache_row_bytes) + r.first_col;
+  }
+  const int64_t hd = r.head_dim;
+  *stride = hd;
+  const bool whole_blocks = r.first_col % kQK8_0 == 0 && hd % kQK8_0 == 0;
+  for (int64_t j = 0; j < count; ++j) {
+    int64_t bytes = 0;
+    if (j + kPrefetchRows < count) {
+      const uint8_t* ahead = head_bytes<S>(r, cache, start + j + kPrefetchRows, &bytes);
+      prefetch_bytes<S>(ahead, bytes, 3);
+    }
+    const uint8_t* src = head_bytes<S>(r, cache, start + j, &bytes);
+    float* dst = tile + j * hd;
+    if (r.cache_type == DType::F16) {
+      row_to_f32_typed<S, DType::F16>(src, dst, hd, r.f16_table);
+    } else if (r.cache_type == DType::BF16) {
+      row_to_f32_typed<S, DType::BF16>(src, dst, hd, r.f16_table);
+    } else if (whole_blocks) {
+      row_to_f32_typed<S, DType::Q8_0>(src, dst, hd, r.f16_table);
+    } else {  // a head that starts inside a q8_0 block
+      cache_row_to_f32_scalar(r.cache_type, cache + static_cast<size_t>(start + j) * r.cache_row_bytes, r.first_col, hd,
+                              dst);
+    }
+  }
+  return tile;
+}
+
+// Prefetches the n floats at p (whole cache lines) into the cache level `locality` names (3: L1).
+template <class S>
+void prefetch_row(const float* p, int64_t n, int locality) {
+  prefetch_bytes<S>(reinterpret_cast<const uint8_t*>(p), n * 4, locality);
+}
+
+// Attention for up to kMaxHeads query heads sharing a kv head. Per key tile: the scores of every
+// head (each K row read once), a vectorised exp, then the V rows folded into each head's
+// accumulator chunk by chunk (each V row read once). A cache that is not f32 is widened a tile at a
+// time (cache_tile): the tile's K rows before the scores, its V rows (into the same scratch) before
+// the accumulation.
 template <class S>
 void attention(const AttentionHeads& r) {
   constexpr int64_t kPrefetchKeys = 4;
@@ -378,8 +437,10 @@ void attention(const AttentionHeads& r) {
   const int64_t hd = r.head_dim;
   const int64_t full = hd / S::W;
   const int rest = static_cast<int>(hd - full * S::W);
-  float* acc = r.scratch;                // [heads, hd]
-  float* probs = r.scratch + kMax * hd;  // [heads, kTile]
+  const bool in_place = r.cache_type == DType::F32;
+  float* acc = r.scratch;                         // [heads, hd]
+  float* probs = r.scratch + kMax * hd;           // [heads, kTile]
+  float* tile = r.scratch + kMax * (hd + kTile);  // [kTile, hd]: K or V rows widened (not f32 caches)
   float running_max[kMax];
   float running_sum[kMax];
   float keep[kMax];
@@ -390,13 +451,19 @@ void attention(const AttentionHeads& r) {
   }
   for (int64_t start = 0; start < r.n_keys; start += kTile) {
     const int64_t count = r.n_keys - start < kTile ? r.n_keys - start : kTile;
+    int64_t k_stride = 0;
+    const float* k_rows = cache_tile<S>(r, r.k_cache, start, count, tile, &k_stride);
     // Scores. Cache rows of one head are a whole row of all kv heads apart (4 KiB and more), so
     // the hardware prefetcher, which stays inside a page, does not see them coming: fetch the K
-    // row a few keys ahead, and the V row for the pass below.
+    // row a few keys ahead, and the V row for the pass below (cache_tile does both for a cache it
+    // widens).
     for (int64_t j = 0; j < count; ++j) {
-      const float* k = r.k_cache + (start + j) * r.cache_stride;
-      if (start + j + kPrefetchKeys < r.n_keys) prefetch_row<S>(k + kPrefetchKeys * r.cache_stride, hd, 3);
-      prefetch_row<S>(r.v_cache + (start + j) * r.cache_stride, hd, 2);
+      const float* k = k_rows + j * k_stride;
+      if (in_place) {
+        if (start + j + kPrefetchKeys < r.n_keys) prefetch_row<S>(k + kPrefetchKeys * k_stride, hd, 3);
+        int64_t bytes = 0;
+        prefetch_bytes<S>(head_bytes<S>(r, r.v_cache, start + j, &bytes), bytes, 2);
+      }
       V dot[kMax];
       for (int g = 0; g < heads; ++g) dot[g] = S::zero();
       for (int64_t c = 0; c < full; ++c) {
@@ -436,6 +503,8 @@ void attention(const AttentionHeads& r) {
         for (int64_t d = 0; d < hd; ++d) acc[g * hd + d] *= keep[g];
       }
     }
+    int64_t v_stride = 0;
+    const float* v_rows = cache_tile<S>(r, r.v_cache, start, count, tile, &v_stride);
     for (int64_t j0 = 0; j0 < count; j0 += kKeysPerPass) {
       const int64_t j1 = j0 + kKeysPerPass < count ? j0 + kKeysPerPass : count;
       for (int64_t c = 0; c < full + (rest != 0 ? 1 : 0); ++c) {
@@ -446,7 +515,7 @@ void attention(const AttentionHeads& r) {
           o[g] = width == S::W ? S::load_x(a) : S::load_x_partial(a, width);
         }
         for (int64_t j = j0; j < j1; ++j) {
-          const float* v = r.v_cache + (start + j) * r.cache_stride + c * S::W;
+          const float* v = v_rows + j * v_stride + c * S::W;
           const V vv = width == S::W ? S::load_x(v) : S::load_x_partial(v, width);
           for (int g = 0; g < heads; ++g) o[g] = S::fma(S::set1(probs[g * kTile + j]), vv, o[g]);
         }
