@@ -7,7 +7,7 @@ export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends \
   build-essential cmake ninja-build clang clang-format libclang-rt-14-dev \
-  libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libsentencepiece-dev libicu-dev \
+  libfmt-dev nlohmann-json3-dev libcli11-dev libpcre2-dev libsentencepiece-dev libicu-dev libedit-dev \
   libgtest-dev libgmock-dev libbenchmark-dev libstb-dev \
   libvulkan-dev glslc mesa-vulkan-drivers vulkan-validationlayers vulkan-tools \
   ca-certificates git >/dev/null

@@ -36,20 +36,6 @@ struct GenerateArgs {
   ChatTemplateOptions chat_options;
 };
 
-const char* stop_name(StopRules::Verdict v) {
-  switch (v) {
-    case StopRules::Verdict::StopEog:
-      return "eog";
-    case StopRules::Verdict::StopString:
-      return "stop_string";
-    case StopRules::Verdict::StopMaxTokens:
-      return "max_tokens";
-    case StopRules::Verdict::Continue:
-      break;
-  }
-  return "none";
-}
-
 // Checks what can be checked before any weight is read.
 void check_args(const GenerateArgs& a) {
   if (a.has_prompt == a.has_prompt_ids)
@@ -150,7 +136,7 @@ int run_generate(GenerateArgs a) {
     out["prompt_ids"] = prompt;
     out["ids"] = r.ids;
     out["text"] = r.text;
-    out["stop"] = stop_name(r.stop);
+    out["stop"] = stop_name(r);
     out["seed"] = a.gen.sampling.seed;
     // Per device: what the plan reserved, the measured peak, and the last decode step's copies in.
     out["devices"] = nlohmann::json::array();
@@ -179,7 +165,7 @@ int run_generate(GenerateArgs a) {
     const double gen_tps = r.generate_seconds > 0 ? static_cast<double>(r.ids.size()) / r.generate_seconds : 0;
     fmt::print(stderr, "prompt: {} tokens in {:.3f} s ({:.1f} tok/s); generated: {} tokens ({:.1f} tok/s); stop: {}\n",
                r.prompt_tokens, r.prompt_seconds, r.prompt_seconds > 0 ? r.prompt_tokens / r.prompt_seconds : 0.0,
-               r.ids.size(), gen_tps, stop_name(r.stop));
+               r.ids.size(), gen_tps, stop_name(r));
     if (a.report) {
       fmt::print(stderr, "seed: {} (--seed {} repeats this run)\n", a.gen.sampling.seed, a.gen.sampling.seed);
       fmt::print(stderr, "{}", device_report(*model, *session, 1));

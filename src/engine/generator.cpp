@@ -84,6 +84,22 @@ void refuse_non_finite_logits(std::span<const float> logits, const Checkpoint* s
        source->path, what, fmt::join(tensors, ", "));
 }
 
+const char* stop_name(const GenerateResult& result) {
+  if (result.context_full) return "context";
+  if (result.interrupted) return "interrupted";
+  switch (result.stop) {
+    case StopRules::Verdict::StopEog:
+      return "eog";
+    case StopRules::Verdict::StopString:
+      return "stop_string";
+    case StopRules::Verdict::StopMaxTokens:
+      return "max_tokens";
+    case StopRules::Verdict::Continue:
+      break;
+  }
+  return "none";
+}
+
 namespace {
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -94,12 +110,17 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::span<
                         const std::vector<int32_t>& eog_ids, const GenerateOptions& options, const TextSink& on_text) {
   if (prompt.empty()) fail(ErrorKind::Usage, "the prompt is empty: give --prompt text or --prompt-ids");
   if (options.max_tokens < 1) fail(ErrorKind::Usage, "--max-tokens must be at least 1, got {}", options.max_tokens);
-  // The last sampled token is never fed back, so it needs no cache row.
-  if (session.n_past() + static_cast<int64_t>(prompt.size()) + options.max_tokens - 1 > session.context()) {
+  // The prompt must fit; the generation then runs until the context's last row is used (the last
+  // sampled token is never fed back, so it needs no row).
+  if (session.n_past() + static_cast<int64_t>(prompt.size()) > session.context()) {
+    if (session.n_past() > 0) {
+      fail(ErrorKind::Usage,
+           "the prompt ({} tokens) does not fit the context of {} tokens after the {} cached; raise --ctx",
+           prompt.size(), session.context(), session.n_past());
+    }
     fail(ErrorKind::Usage,
-         "the prompt ({} tokens) plus --max-tokens {} exceed the context of {} tokens; raise --ctx or lower "
-         "--max-tokens",
-         prompt.size(), options.max_tokens, session.context());
+         "the prompt ({} tokens) does not fit the context of {} tokens; raise --ctx or shorten the prompt",
+         prompt.size(), session.context());
   }
   GenerateResult result;
   result.prompt_tokens = static_cast<int>(prompt.size());
@@ -120,6 +141,10 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::span<
   const int n_sampled = tokenizer != nullptr ? std::min(session.vocab(), tokenizer->n_vocab()) : session.vocab();
   size_t emitted = 0;  // bytes of result.text already streamed
   for (;;) {
+    if (options.interrupt != nullptr && options.interrupt->load()) {
+      result.interrupted = true;
+      break;
+    }
     const int32_t id = sampler.sample(logits.data(), n_sampled);
     sampler.accept(id);
     if (decoder) result.text += decoder->push(id);
@@ -143,6 +168,10 @@ GenerateResult generate(Session& session, const Tokenizer* tokenizer, std::span<
     }
     if (verdict == StopRules::Verdict::StopMaxTokens) {
       result.stop = verdict;
+      break;
+    }
+    if (session.n_past() >= session.context()) {  // no row left to feed `id` back
+      result.context_full = true;
       break;
     }
     logits = session.eval(std::vector<int32_t>{id});

@@ -334,4 +334,13 @@ std::vector<float> Session::eval_step(std::span<const int32_t> tokens, std::span
   return logits;
 }
 
+void Session::truncate(int64_t n_past, int64_t next_position) {
+  if (n_past < 0 || n_past > n_past_ || next_position < 0 || next_position > next_pos_) {
+    fail(ErrorKind::Usage, "cannot keep {} cache rows at next position {}: the session holds {} rows, next position {}",
+         n_past, next_position, n_past_, next_pos_);
+  }
+  n_past_ = n_past;
+  next_pos_ = next_position;
+}
+
 }  // namespace ferry

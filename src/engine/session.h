@@ -77,6 +77,10 @@ class Session {
   DType kv_dtype() const { return kv_dtype_; }
   int vocab() const { return spec_.config.vocab; }
   void reset();  // forget the conversation (cache contents are overwritten by later steps)
+  // Keeps the first `n_past` cache rows and forgets the later ones (overwritten by later steps);
+  // the next token goes at position `next_position` (== n_past for text; GLM-4V's image spans fill
+  // more rows than positions). Error(Usage) beyond what the session holds.
+  void truncate(int64_t n_past, int64_t next_position);
 
   const RunStats& last_stats() const { return executor_.stats(); }
   // The highest allocator peak a step of this session reached on `device` (weights and KV cache

@@ -161,8 +161,8 @@ TEST(CliVision, ChatTakesImagesForTheNextMessage) {
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(first.out, golden.out);
   // Two answered turns, the first evaluating the 13 golden ids. (The random-weight replies are not
-  // valid UTF-8, so their text re-encodes differently and the second turn evaluates the whole
-  // conversation again, the image with it.)
+  // valid UTF-8, so their text re-encodes differently: the second turn reuses the cache up to where
+  // the ids first differ, the image's span included, and evaluates the rest.)
   EXPECT_NE(chat.err.find("[13 new prompt tokens"), std::string::npos) << chat.err;
   size_t turns = 0;
   for (size_t at = chat.err.find("new prompt tokens"); at != std::string::npos;

@@ -1,5 +1,6 @@
 // The generation loop on a generated model: greedy is deterministic, seeds reproduce, every
-// declared EOS id stops, --ignore-eos runs to the limit, stop strings cut the text.
+// declared EOS id stops, --ignore-eos runs to the limit, stop strings cut the text, a full context
+// and the interrupt flag end it, and a truncated session continues from its prefix.
 #include <gtest/gtest.h>
 
 #include "engine/generator.h"
@@ -116,8 +117,28 @@ TEST_F(Generation, StreamedTextEqualsTheFinalText) {
   EXPECT_EQ(streamed, r.text);
 }
 
-TEST_F(Generation, PromptPlusMaxTokensBeyondContextIsAUsageError) {
+// Issue 14: --max-tokens beyond what the context has left generates until every row is used
+// (stop: context), as llama.cpp does; only a prompt that does not fit is an error.
+TEST_F(Generation, MaxTokensBeyondTheContextStopsWhenItIsFull) {
   Session s(model_->ckpt.spec, model_->placement, model_->weights, 8);
+  GenerateOptions o = greedy(10);
+  o.ignore_eos = true;
+  const auto r = generate(s, tokenizer_, std::vector<int32_t>{1, 2, 3, 4, 5}, {}, o);
+  EXPECT_TRUE(r.context_full);
+  EXPECT_EQ(r.stop, StopRules::Verdict::Continue);
+  EXPECT_STREQ(stop_name(r), "context");
+  EXPECT_EQ(r.ids.size(), 4u);  // rows 5..7 for the first three; the last needs none
+  EXPECT_EQ(s.n_past(), 8);
+  // The same ids as a run with room to spare.
+  Session roomy(model_->ckpt.spec, model_->placement, model_->weights, 64);
+  o.max_tokens = 4;
+  const auto within = generate(roomy, tokenizer_, std::vector<int32_t>{1, 2, 3, 4, 5}, {}, o);
+  EXPECT_EQ(within.ids, r.ids);
+  EXPECT_STREQ(stop_name(within), "max_tokens");
+}
+
+TEST_F(Generation, APromptLongerThanTheContextIsAUsageError) {
+  Session s(model_->ckpt.spec, model_->placement, model_->weights, 4);
   try {
     generate(s, tokenizer_, std::vector<int32_t>{1, 2, 3, 4, 5}, {}, greedy(10));
     FAIL() << "expected an error";
@@ -125,6 +146,38 @@ TEST_F(Generation, PromptPlusMaxTokensBeyondContextIsAUsageError) {
     EXPECT_EQ(e.kind(), ErrorKind::Usage);
     EXPECT_NE(std::string(e.what()).find("--ctx"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(Generation, TheInterruptFlagEndsTheReplyAtTheNextToken) {
+  std::atomic<bool> interrupt{false};
+  GenerateOptions o = greedy(50);
+  o.ignore_eos = true;
+  o.interrupt = &interrupt;
+  size_t pieces = 0;
+  const auto r = run(o, {}, [&](std::string_view) {
+    if (++pieces == 3) interrupt.store(true);
+  });
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_STREQ(stop_name(r), "interrupted");
+  EXPECT_GE(r.ids.size(), 3u);
+  EXPECT_LT(r.ids.size(), 50u);
+}
+
+// Session::truncate keeps a prefix of the cache: evaluating the rest again gives the same logits
+// as evaluating everything from scratch.
+TEST_F(Generation, ATruncatedSessionContinuesFromItsPrefix) {
+  const std::vector<int32_t> ids{1, 2, 3, 4, 5, 6, 7};
+  Session whole(model_->ckpt.spec, model_->placement, model_->weights, 16);
+  const auto expected = whole.eval(ids);
+  Session s(model_->ckpt.spec, model_->placement, model_->weights, 16);
+  s.eval(std::vector<int32_t>{1, 2, 3, 9, 9, 9});
+  s.truncate(3, 3);
+  EXPECT_EQ(s.n_past(), 3);
+  EXPECT_EQ(s.next_position(), 3);
+  const auto again = s.eval(std::span<const int32_t>(ids).subspan(3));
+  ASSERT_EQ(again.size(), expected.size());
+  for (size_t i = 0; i < again.size(); ++i) EXPECT_NEAR(again[i], expected[i], 1e-4f) << i;
+  EXPECT_THROW(s.truncate(8, 3), Error);  // beyond what it holds
 }
 
 }  // namespace
