@@ -9,6 +9,7 @@
 #include <random>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "backends/vulkan/context.h"
 #include "backends/vulkan/device.h"
 #include "backends/vulkan/lowering.h"
@@ -32,6 +33,21 @@ Tensor ids(std::vector<int32_t> values) {
   Tensor t = Tensor::host(DType::I32, Shape{static_cast<int64_t>(values.size())});
   std::copy(values.begin(), values.end(), t.data_as<int32_t>());
   return t;
+}
+
+// The GGUF block types, each of which the Vulkan shaders read (shaders/quant.glsl).
+constexpr DType kBlockTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL,
+                                 DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS};
+
+// Weights of a block type: random bytes with small finite scales (test::random_weight), or random
+// floats quantized by the CPU backend (kernels::from_f32), as a converter would write them.
+Tensor block_weight(DType dtype, int64_t rows, int64_t cols, uint32_t seed, bool from_floats) {
+  if (!from_floats) return test::random_weight(dtype, rows, cols, seed);
+  const Tensor f = random_f32(Shape{rows, cols}, seed);
+  Tensor q = Tensor::host(dtype, f.shape(), "w");
+  ThreadPool pool(1);
+  kernels::from_f32(f, q, pool);
+  return q;
 }
 
 class VulkanOps : public ferry::testing::VulkanTest<::testing::TestWithParam<bool>> {  // param: map device memory
@@ -130,11 +146,50 @@ TEST_P(VulkanOps, MatMulEveryWeightTypeAtAwkwardShapes) {
   }
 }
 
+// Every GGUF block type, at rows of 256 and 512 (whole super-blocks), through both shader variants
+// (M < 8: matmul_cols, else matmul_rows): weights of random bytes (every bit pattern of quants,
+// scales and mins) and weights the CPU's quantizers made from floats. Both sides round x as
+// llama.cpp does for the type (q8_0, q8_1 or q8_K). Rows of 2304 take the 64 invocations past
+// their first 32-element group each (a second round, partly idle, for the 256-element types).
+TEST_P(VulkanOps, MatMulEveryBlockType) {
+  for (DType dt : kBlockTypes) {
+    for (bool from_floats : {false, true}) {
+      for (int64_t M : {1, 3, 9, 17}) {
+        for (int64_t N : {1, 5, 67}) {
+          for (int64_t K : {256, 512, 2304}) {
+            if (K == 2304 && (N != 5 || M == 3)) continue;
+            const bool bias = (M + N + K / 256) % 2 == 0;
+            std::vector<Tensor> in = {random_f32(Shape{M, K}, 1), block_weight(dt, N, K, 2, from_floats)};
+            if (bias) in.push_back(random_f32(Shape{N}, 3));
+            auto [want, got] = run(Op::MatMul, std::monostate{}, in, DType::F32, Shape{M, N});
+            expect_close(want, got, 2e-5,
+                         fmt::format("matmul {} ({}) M {} N {} K {} bias {}", dtype_name(dt),
+                                     from_floats ? "quantized" : "random bytes", M, N, K, bias));
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_P(VulkanOps, EmbeddingEveryTableType) {
   for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
     auto [want, got] = run(Op::Embedding, std::monostate{},
                            {test::random_weight(dt, 37, 64, 4), ids({0, 36, 5, 5, 17})}, DType::F32, Shape{5, 64});
     expect_close(want, got, 0.0, fmt::format("embedding {}", dtype_name(dt)));
+  }
+  // Every block type: the CPU's dequantized values bit for bit.
+  for (DType dt : kBlockTypes) {
+    for (bool from_floats : {false, true}) {
+      for (int64_t H : {256, 512}) {
+        auto [want, got] =
+            run(Op::Embedding, std::monostate{}, {block_weight(dt, 37, H, 4, from_floats), ids({0, 36, 5, 5, 17})},
+                DType::F32, Shape{5, H});
+        expect_close(
+            want, got, 0.0,
+            fmt::format("embedding {} ({}) H {}", dtype_name(dt), from_floats ? "quantized" : "random bytes", H));
+      }
+    }
   }
 }
 

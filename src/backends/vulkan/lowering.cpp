@@ -14,8 +14,9 @@ namespace {
 constexpr uint64_t kGroup = 64;   // invocations per workgroup in every shader
 constexpr int kMaxHeadDim = 256;  // attention keeps 4 output dims per invocation
 
-// The shaders' weight type codes (shaders/quant.glsl).
-uint32_t weight_code(DType t) {
+// The shaders' weight type codes (shaders/quant.glsl): every GGUF weight type, numbered as DType;
+// none for the others.
+std::optional<uint32_t> shader_weight_code(DType t) {
   switch (t) {
     case DType::F32:
       return 0;
@@ -27,13 +28,41 @@ uint32_t weight_code(DType t) {
       return 3;
     case DType::Q4_0:
       return 4;
-    default:
-      fail(ErrorKind::Unsupported, "the Vulkan backend has no kernels for {} weights", dtype_name(t));
+    case DType::Q4_1:
+      return 5;
+    case DType::Q5_0:
+      return 6;
+    case DType::Q5_1:
+      return 7;
+    case DType::IQ4_NL:
+      return 8;
+    case DType::Q2_K:
+      return 9;
+    case DType::Q3_K:
+      return 10;
+    case DType::Q4_K:
+      return 11;
+    case DType::Q5_K:
+      return 12;
+    case DType::Q6_K:
+      return 13;
+    case DType::IQ4_XS:
+      return 14;
+    case DType::I32:
+    case DType::Count:
+      break;
   }
+  return std::nullopt;
+}
+
+uint32_t weight_code(DType t) {
+  const std::optional<uint32_t> code = shader_weight_code(t);
+  if (!code) fail(ErrorKind::Unsupported, "the Vulkan backend has no kernels for {} weights", dtype_name(t));
+  return *code;
 }
 
 bool is_weight_type(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::Q8_0 || t == DType::Q4_0;
+  return shader_weight_code(t).has_value();
 }
 
 uint32_t u32(int64_t v, std::string_view what) {

@@ -59,40 +59,6 @@ uint kv_f32_to_bf16(float f) {
   return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
 }
 
-// a / b correctly rounded, as the CPU divides (matmul.glsl's div_rn, which explains why: a SPIR-V
-// division may be off by an ulp, and one q8_0 quant off by one moves a whole block). Long division
-// of the significands; zeros, subnormals, infinities, NaNs and quotients outside the normal range
-// take the driver's division.
-float kv_div_rn(float a, float b) {
-  const uint ua = floatBitsToUint(a), ub = floatBitsToUint(b);
-  const uint ea = (ua >> 23) & 0xffu, eb = (ub >> 23) & 0xffu;
-  if (ea == 0u || ea == 255u || eb == 0u || eb == 255u) return a / b;
-  uint ma = (ua & 0x7fffffu) | 0x800000u;
-  const uint mb = (ub & 0x7fffffu) | 0x800000u;
-  int e = int(ea) - int(eb);
-  if (ma < mb) {
-    ma <<= 1;
-    e -= 1;
-  }
-  uint q = 0u, r = ma;
-  for (uint i = 0u; i < 25u; ++i) {
-    q <<= 1;
-    if (r >= mb) {
-      r -= mb;
-      q |= 1u;
-    }
-    r <<= 1;
-  }
-  uint m = q >> 1;
-  if ((q & 1u) != 0u && (r != 0u || (m & 1u) != 0u)) m += 1u;  // to nearest, ties to even
-  if (m == 0x1000000u) {
-    m >>= 1;
-    e += 1;
-  }
-  if (e + 127 <= 0 || e + 127 >= 255) return a / b;
-  return uintBitsToFloat(((ua ^ ub) & 0x80000000u) | (uint(e + 127) << 23) | (m & 0x7fffffu));
-}
-
 // Half away from zero, as C's roundf (ggml's quantize_row_q8_0_ref).
 float kv_round(float x) {
   const float t = trunc(x);

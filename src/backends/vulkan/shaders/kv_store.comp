@@ -38,8 +38,8 @@ uint half_word(bool key, uint type, uint w, uint lo, uint hi, uint old) {
 void q8_words(bool key, uint b, uint at, out uint words[10], out uint masks[10]) {
   float amax = 0.0;
   for (uint j = 0u; j < 32u; ++j) amax = max(amax, abs(src(key, 32u * b + j)));
-  const float d = kv_div_rn(amax, 127.0);
-  const float id = d != 0.0 ? kv_div_rn(1.0, d) : 0.0;
+  const float d = div_rn(amax, 127.0);
+  const float id = d != 0.0 ? div_rn(1.0, d) : 0.0;
   for (uint i = 0u; i < 10u; ++i) {
     words[i] = 0u;
     masks[i] = 0u;
