@@ -45,6 +45,24 @@ float f(int v) {
   return static_cast<float>(v);
 }
 
+// The value of largest magnitude, its sign kept (the first of equal magnitudes), and that
+// magnitude: where the symmetric formats put their extreme quant.
+struct Extreme {
+  float value = 0.0f;
+  float magnitude = 0.0f;
+};
+Extreme largest_magnitude(int n, const float* x) {
+  Extreme e;
+  for (int i = 0; i < n; ++i) {
+    const float ax = std::fabs(x[i]);
+    if (ax > e.magnitude) {
+      e.magnitude = ax;
+      e.value = x[i];
+    }
+  }
+  return e;
+}
+
 // 32 quants of 4 bits into 16 bytes: element j in the low nibble of byte j, element j + 16 high.
 template <typename Q>
 void pack_nibbles_32(const Q* q, uint8_t* qs) {
@@ -74,14 +92,7 @@ void pack_2bit_planes(const Q* q, uint8_t* qs) {
 // values onto [-nmax, nmax - 1], the largest magnitude mapped to -nmax, then 18 nearby scales
 // tried for a smaller weighted error. L gets the quants offset by nmax; returns the scale.
 float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0.0f, amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  const auto [max, amax] = largest_magnitude(n, x);
   if (amax < kGroupMaxEps) {
     std::fill(L, L + n, int8_t{0});
     return 0.0f;
@@ -119,14 +130,7 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
 // ggml's make_q3_quants with do_rmse: the symmetric start of fit_symmetric, then up to 5 sweeps
 // that move single quants while the weighted (x^2) least-squares fit improves. L as above.
 float fit_symmetric_sweeps(int n, int nmax, const float* x, int8_t* L) {
-  float max = 0.0f, amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const float ax = std::fabs(x[i]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[i];
-    }
-  }
+  const auto [max, amax] = largest_magnitude(n, x);
   if (amax < kGroupMaxEps) {
     std::fill(L, L + n, int8_t{0});
     return 0.0f;
@@ -307,14 +311,7 @@ int nearest_iq4_index(float x) {
 // the weighted least-squares fit of the codebook values it picks).
 float iq4_block_scale(const float* x) {
   const int8_t* v = kIq4NlValues;
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < 32; ++j) {
-    const float ax = std::fabs(x[j]);
-    if (ax > amax) {
-      amax = ax;
-      max = x[j];
-    }
-  }
+  const auto [max, amax] = largest_magnitude(32, x);
   if (amax < kGroupMaxEps) return 0.0f;
   auto fit = [&](float id, float* sumqx, float* sumq2) {
     *sumqx = *sumq2 = 0.0f;
@@ -372,14 +369,7 @@ BlockQ4_1 quantize_block_q4_1(const float* x) {
 
 BlockQ5_0 quantize_block_q5_0(const float* x) {
   // The value of largest magnitude, sign kept, maps to -16.
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < 32; ++j) {
-    if (amax < std::fabs(x[j])) {
-      amax = std::fabs(x[j]);
-      max = x[j];
-    }
-  }
-  const float d = max / -16.0f;
+  const float d = largest_magnitude(32, x).value / -16.0f;
   const float id = d != 0.0f ? 1.0f / d : 0.0f;
   BlockQ5_0 block{};
   block.d = f32_to_f16(d);
