@@ -128,7 +128,8 @@ TEST_F(CliKvDtype, PlanCountsTheDtypeAndASavedPlanBringsItsOwn) {
                                   " --prompt-ids 1,2 --max-tokens 2 --json --report");
   ASSERT_EQ(replay.exit_code, 0) << replay.err;
   EXPECT_NE(replay.err.find("q8_0 KV cache"), std::string::npos) << replay.err;
-  for (const auto& d : nlohmann::json::parse(replay.out)["devices"]) {
+  const nlohmann::json report = nlohmann::json::parse(replay.out);  // outlives the loop over its devices
+  for (const auto& d : report["devices"]) {
     EXPECT_EQ(d["kv_bytes"], d["planned_kv_bytes"]) << d.dump();
   }
   const CliRun twice =
