@@ -617,62 +617,20 @@ void tile256(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step, size
   }
 }
 
-template <class S, class V, DType T, int MR, int NR>
-void tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step = 1, size_t prefetch_offset = 0) {
-  if constexpr (T == DType::Q4_1 || T == DType::Q5_0 || T == DType::Q5_1 || T == DType::IQ4_NL) {
-    tile32<S, T, MR, NR>(a, m0, n0, row_step, prefetch_offset);
-  } else {
-    tile256<S, V, T, MR, NR>(a, m0, n0, row_step, prefetch_offset);
-  }
-}
-
-// Rows [m_begin, m_end) against outputs [n0, n0 + NR), MR_MAX rows at a time.
-template <class S, class V, DType T, int NR, int MR_MAX>
-void rows(const MatmulArgs& a, int64_t m_begin, int64_t m_end, int64_t n0) {
-  int64_t m = m_begin;
-  for (; m + MR_MAX <= m_end; m += MR_MAX) tile<S, V, T, MR_MAX, NR>(a, m, n0);
-  switch (m_end - m) {
-    case 1:
-      tile<S, V, T, 1, NR>(a, m, n0);
-      break;
-    case 2:
-      if constexpr (MR_MAX > 2) tile<S, V, T, 2, NR>(a, m, n0);
-      break;
-    case 3:
-      if constexpr (MR_MAX > 3) tile<S, V, T, 3, NR>(a, m, n0);
-      break;
-    default:
-      break;
-  }
-}
-
-// The tiling of simd_kernels.h matmul_typed: decode (M = 1) reads NR long sequential streams of
-// weight rows, each prefetched a few rows ahead (when a.prefetch); larger M goes in blocks of x rows
-// whose quants stay in L2 while the weights stream past, MR_MAX x 4 outputs per tile.
-template <class S, class V, DType T, int MR_MAX>
-void matmul_typed(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  if (a.M == 1) {
-    constexpr int NR = 8;
-    constexpr int64_t kPrefetchRows = 2;
-    const int64_t part = (n_end - n_begin) / NR;
-    const size_t ahead = a.prefetch ? static_cast<size_t>(kPrefetchRows) * a.w_row_bytes : 0;
-    for (int64_t i = 0; i < part; ++i) {
-      tile<S, V, T, 1, NR>(a, 0, n_begin + i, part, i + kPrefetchRows < part ? ahead : 0);
+// The register tile of simd_kernels.h's drivers (simd::matmul_with_tile: decode reads NR long
+// sequential streams, prefill goes in blocks of x rows whose quants, a byte each, stay in L2).
+template <class S, class V, DType T>
+struct Tile {
+  static constexpr int64_t kXBytes = 1;
+  template <int MR, int NR>
+  static void run(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step, size_t prefetch_offset) {
+    if constexpr (T == DType::Q4_1 || T == DType::Q5_0 || T == DType::Q5_1 || T == DType::IQ4_NL) {
+      tile32<S, T, MR, NR>(a, m0, n0, row_step, prefetch_offset);
+    } else {
+      tile256<S, V, T, MR, NR>(a, m0, n0, row_step, prefetch_offset);
     }
-    for (int64_t n = n_begin + NR * part; n < n_end; ++n) tile<S, V, T, 1, 1>(a, 0, n);
-    return;
   }
-  constexpr int NR = 4;
-  constexpr int64_t kBlockBytes = 256 * 1024;
-  int64_t rows_per_block = kBlockBytes / a.K;  // a row of quants is K bytes
-  rows_per_block = rows_per_block < MR_MAX ? MR_MAX : rows_per_block / MR_MAX * MR_MAX;
-  for (int64_t m0 = 0; m0 < a.M; m0 += rows_per_block) {
-    const int64_t m1 = m0 + rows_per_block < a.M ? m0 + rows_per_block : a.M;
-    int64_t n = n_begin;
-    for (; n + NR <= n_end; n += NR) rows<S, V, T, NR, MR_MAX>(a, m0, m1, n);
-    for (; n < n_end; ++n) rows<S, V, T, 1, MR_MAX>(a, m0, m1, n);
-  }
-}
+};
 
 // f32 activations (Q8Activations::F32): each weight row dequantized (as ggml) into this thread's
 // buffer, then the f32 dot product with each row of x.
@@ -695,27 +653,27 @@ void matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.xq == nullptr) return matmul_dequantized<S>(a, n_begin, n_end);
   switch (a.w_type) {
     case DType::Q4_1:
-      return matmul_typed<S, V, DType::Q4_1, MR_MAX>(a, n_begin, n_end);
+      return simd::matmul_with_tile<Tile<S, V, DType::Q4_1>, MR_MAX>(a, n_begin, n_end);
     case DType::Q5_0:
-      return matmul_typed<S, V, DType::Q5_0, MR_MAX>(a, n_begin, n_end);
+      return simd::matmul_with_tile<Tile<S, V, DType::Q5_0>, MR_MAX>(a, n_begin, n_end);
     case DType::Q5_1:
-      return matmul_typed<S, V, DType::Q5_1, MR_MAX>(a, n_begin, n_end);
+      return simd::matmul_with_tile<Tile<S, V, DType::Q5_1>, MR_MAX>(a, n_begin, n_end);
     case DType::IQ4_NL:
-      return matmul_typed<S, V, DType::IQ4_NL, MR_MAX>(a, n_begin, n_end);
+      return simd::matmul_with_tile<Tile<S, V, DType::IQ4_NL>, MR_MAX>(a, n_begin, n_end);
     case DType::Q2_K:
-      return matmul_typed<S, V, DType::Q2_K, MR_MAX>(a, n_begin, n_end);
+      return simd::matmul_with_tile<Tile<S, V, DType::Q2_K>, MR_MAX>(a, n_begin, n_end);
     case DType::Q3_K:
-      return matmul_typed<S, V, DType::Q3_K, MR_MAX>(a, n_begin, n_end);
+      return simd::matmul_with_tile<Tile<S, V, DType::Q3_K>, MR_MAX>(a, n_begin, n_end);
     case DType::Q4_K:
-      return matmul_typed<S, V, DType::Q4_K, MR_MAX>(a, n_begin, n_end);
+      return simd::matmul_with_tile<Tile<S, V, DType::Q4_K>, MR_MAX>(a, n_begin, n_end);
     case DType::Q5_K:
-      return matmul_typed<S, V, DType::Q5_K, MR_MAX>(a, n_begin, n_end);
+      return simd::matmul_with_tile<Tile<S, V, DType::Q5_K>, MR_MAX>(a, n_begin, n_end);
     case DType::Q6_K:
-      return matmul_typed<S, V, DType::Q6_K, MR_MAX>(a, n_begin, n_end);
+      return simd::matmul_with_tile<Tile<S, V, DType::Q6_K>, MR_MAX>(a, n_begin, n_end);
     case DType::IQ4_XS:
       // 256 bits wide on every level: its 16-byte chunks pair across halves only at the cost of
       // extra shuffles, and the signed products need mask moves in 512 bits (measured 1.2x slower).
-      return matmul_typed<S, V256<S>, DType::IQ4_XS, MR_MAX>(a, n_begin, n_end);
+      return simd::matmul_with_tile<Tile<S, V256<S>, DType::IQ4_XS>, MR_MAX>(a, n_begin, n_end);
     default:
       return;  // matmul.cpp admits only these here
   }

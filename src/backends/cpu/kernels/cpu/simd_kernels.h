@@ -191,22 +191,35 @@ void matmul_tile(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step =
   store_tile<S, MR, NR>(a, acc, m0, n0, row_step);
 }
 
+// The register tile the drivers below run: Tile::run<MR, NR>(a, m0, n0, row_step, prefetch_offset)
+// computes y for rows [m0, m0 + MR) and outputs n0, n0 + row_step, ... (as matmul_tile does), and
+// Tile::kXBytes is the bytes one element of the x rows it reads takes (for the cache blocking). This
+// one is matmul_tile's; the AVX-512 dot-product levels bring their own (avx512_dot.cpp).
+template <class S, DType T>
+struct GenericTile {
+  static constexpr int64_t kXBytes = 4;
+  template <int MR, int NR>
+  static void run(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step, size_t prefetch_offset) {
+    matmul_tile<S, T, MR, NR>(a, m0, n0, row_step, prefetch_offset);
+  }
+};
+
 // Rows [m_begin, m_end) against outputs [n0, n0 + NR), MR_MAX rows at a time.
-template <class S, DType T, int NR, int MR_MAX>
+template <class Tile, int NR, int MR_MAX>
 void matmul_rows(const MatmulArgs& a, int64_t m_begin, int64_t m_end, int64_t n0) {
   int64_t m = m_begin;
-  for (; m + MR_MAX <= m_end; m += MR_MAX) matmul_tile<S, T, MR_MAX, NR>(a, m, n0);
+  for (; m + MR_MAX <= m_end; m += MR_MAX) Tile::template run<MR_MAX, NR>(a, m, n0, 1, 0);
   switch (m_end - m) {
     case 0:
       break;
     case 1:
-      matmul_tile<S, T, 1, NR>(a, m, n0);
+      Tile::template run<1, NR>(a, m, n0, 1, 0);
       break;
     case 2:
-      if constexpr (MR_MAX > 2) matmul_tile<S, T, 2, NR>(a, m, n0);
+      if constexpr (MR_MAX > 2) Tile::template run<2, NR>(a, m, n0, 1, 0);
       break;
     case 3:
-      if constexpr (MR_MAX > 3) matmul_tile<S, T, 3, NR>(a, m, n0);
+      if constexpr (MR_MAX > 3) Tile::template run<3, NR>(a, m, n0, 1, 0);
       break;
     default:
       break;
@@ -222,7 +235,7 @@ void matmul_rows(const MatmulArgs& a, int64_t m_begin, int64_t m_end, int64_t n0
 // rows would be NR streams of a row each (a few KiB), ended before the prefetcher has ramped up.
 // Each stream also prefetches its own weights kPrefetchRows rows ahead (when a.prefetch: some CPUs'
 // own prefetchers do better without).
-template <class S, DType T, int NR, int MR_MAX>
+template <class Tile, int NR, int MR_MAX>
 void matmul_typed(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   static_assert(MR_MAX >= 1 && MR_MAX <= 4, "row tiles of 1 to 4");
   if (a.M == 1) {
@@ -230,31 +243,36 @@ void matmul_typed(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
     const int64_t part = (n_end - n_begin) / NR;
     const size_t ahead = a.prefetch ? static_cast<size_t>(kPrefetchRows) * a.w_row_bytes : 0;
     for (int64_t i = 0; i < part; ++i) {
-      matmul_tile<S, T, 1, NR>(a, 0, n_begin + i, part, i + kPrefetchRows < part ? ahead : 0);
+      Tile::template run<1, NR>(a, 0, n_begin + i, part, i + kPrefetchRows < part ? ahead : 0);
     }
-    for (int64_t n = n_begin + NR * part; n < n_end; ++n) matmul_tile<S, T, 1, 1>(a, 0, n);
+    for (int64_t n = n_begin + NR * part; n < n_end; ++n) Tile::template run<1, 1>(a, 0, n, 1, 0);
     return;
   }
   constexpr int64_t kBlockBytes = 256 * 1024;
-  int64_t rows_per_block = kBlockBytes / (a.K * static_cast<int64_t>(sizeof(float)));
+  int64_t rows_per_block = kBlockBytes / (a.K * Tile::kXBytes);
   rows_per_block = rows_per_block < MR_MAX ? MR_MAX : rows_per_block / MR_MAX * MR_MAX;
   for (int64_t m0 = 0; m0 < a.M; m0 += rows_per_block) {
     const int64_t m1 = m0 + rows_per_block < a.M ? m0 + rows_per_block : a.M;
     int64_t n = n_begin;
-    for (; n + NR <= n_end; n += NR) matmul_rows<S, T, NR, MR_MAX>(a, m0, m1, n);
-    for (; n < n_end; ++n) matmul_rows<S, T, 1, MR_MAX>(a, m0, m1, n);
+    for (; n + NR <= n_end; n += NR) matmul_rows<Tile, NR, MR_MAX>(a, m0, m1, n);
+    for (; n < n_end; ++n) matmul_rows<Tile, 1, MR_MAX>(a, m0, m1, n);
   }
 }
 
 // Decode (M = 1) takes 8 weight rows per tile: 8 independent accumulators hide the FMA latency
 // that 4 would expose. Larger M takes MR_MAX x 4 tiles, whose MR_MAX * 4 accumulators do the same.
+template <class Tile, int MR_MAX>
+void matmul_with_tile(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (a.M == 1) {
+    matmul_typed<Tile, 8, 1>(a, n_begin, n_end);
+  } else {
+    matmul_typed<Tile, 4, MR_MAX>(a, n_begin, n_end);
+  }
+}
+
 template <class S, DType T, int MR_MAX>
 void matmul_for_type(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  if (a.M == 1) {
-    matmul_typed<S, T, 8, 1>(a, n_begin, n_end);
-  } else {
-    matmul_typed<S, T, 4, MR_MAX>(a, n_begin, n_end);
-  }
+  matmul_with_tile<GenericTile<S, T>, MR_MAX>(a, n_begin, n_end);
 }
 
 template <class S, int MR_MAX>
