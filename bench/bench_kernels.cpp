@@ -4,18 +4,28 @@
 // prints rate counters with /s).
 // Weights are cycled through enough copies to exceed the last-level cache, as in a real decode
 // where every layer's weights stream from memory once per token.
+// Prefill speed likewise (BM_Prefill, M = 64 and 512 rows of activations): counter "GFLOPs"
+// (2 * M * N * K per matmul), next to the measured peak of the instruction the matmul's inner loop
+// is built on for that weight type at the active SIMD level (kernels::prefill_instruction, label):
+// "peak_Gops", and "of_peak", the achieved fraction of it (a plain ratio, printed with /s as
+// above). BM_Peak reports each instruction's probe on its own: "Gops", 10^9 operations per second,
+// a multiply-add counting 2.
 //
 //   build-kernels/bench_kernels --benchmark_filter=Gemv
+//   build-kernels/bench_kernels --benchmark_filter='Peak|Prefill'
 #include <benchmark/benchmark.h>
 
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "backends/cpu/kernels/bandwidth.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/peak.h"
 #include "backends/cpu/kernels/simd.h"
 #include "core/half.h"
 #include "core/tensor.h"
@@ -115,21 +125,53 @@ void BM_Gemv(benchmark::State& state) {
 }
 
 void BM_Prefill(benchmark::State& state) {
-  // M = 64 tokens against one weight: compute-bound; reports GFLOP/s.
+  // M tokens (64, a short prompt; 512, a long one) against one weight: compute-bound; reports
+  // GFLOP/s and the fraction of the inner loop's instruction peak.
   const auto dtype = static_cast<DType>(state.range(0));
-  const int64_t M = 64, N = 4096, K = 4096;
-  const int threads = static_cast<int>(state.range(1));
+  const int64_t M = state.range(1), N = 4096, K = 4096;
+  const int threads = static_cast<int>(state.range(2));
   ThreadPool pool(threads);
   Tensor w = random_weight(dtype, N, K, pool);
   Tensor x = random_f32(Shape{M, K}, 2);
   Tensor y = Tensor::host(DType::F32, Shape{M, N});
+  // Measured right before the loop with the same threads, as BM_Gemv's bandwidth.
+  const std::string level = kernels::simd_level();
+  const std::optional<kernels::PeakInstruction> instruction = kernels::prefill_instruction(dtype, level);
+  const double peak = instruction ? kernels::measure_peak_ops(*instruction, level, pool) : 0.0;
   for (auto _ : state) {
     kernels::matmul(x, w, nullptr, y, pool);
     benchmark::DoNotOptimize(y.data());
   }
-  state.counters["GFLOPs"] =
-      benchmark::Counter(2.0 * M * N * K * static_cast<double>(state.iterations()) / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(dtype_name(dtype)) + " " + kernels::simd_level());
+  const double flops = 2.0 * static_cast<double>(M * N * K) * static_cast<double>(state.iterations());
+  state.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+  std::string label = std::string(dtype_name(dtype)) + " " + level;
+  if (peak > 0.0) {
+    state.counters["peak_Gops"] = peak / 1e9;
+    state.counters["of_peak"] = benchmark::Counter(flops / peak, benchmark::Counter::kIsRate);
+    label += std::string(" ") + kernels::peak_instruction_name(*instruction);
+  }
+  state.SetLabel(label);
+}
+
+// One instruction's compute peak at the active SIMD level (kernels/peak.h): what BM_Prefill's
+// "of_peak" divides by.
+void BM_Peak(benchmark::State& state) {
+  const auto instruction = static_cast<kernels::PeakInstruction>(state.range(0));
+  ThreadPool pool(static_cast<int>(state.range(1)));
+  const std::string level = kernels::simd_level();
+  const std::string name = std::string(kernels::peak_instruction_name(instruction)) + " " + level;
+  double sum = 0.0;
+  for (auto _ : state) {
+    const double ops = kernels::measure_peak_ops(instruction, level, pool);
+    if (ops == 0.0) {
+      state.SkipWithError((name + ": not on this CPU").c_str());
+      break;
+    }
+    sum += ops;
+  }
+  state.SetLabel(name);
+  if (sum == 0.0) return;
+  state.counters["Gops"] = sum / static_cast<double>(state.iterations()) / 1e9;
 }
 
 void BM_AttentionDecode(benchmark::State& state) {
@@ -232,12 +274,21 @@ BENCHMARK(BM_GemvInCache)
     ->DenseRange(static_cast<int64_t>(DType::F32), static_cast<int64_t>(DType::IQ4_XS))
     ->ArgName("dtype")
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Peak)
+    ->ArgsProduct({benchmark::CreateDenseRange(0, static_cast<int64_t>(kernels::PeakInstruction::Count) - 1, 1),
+                   {1, 2}})
+    ->ArgNames({"instruction", "threads"})
+    ->Iterations(3)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Prefill)
-    ->ArgsProduct({{static_cast<int64_t>(DType::BF16), static_cast<int64_t>(DType::Q8_0),
+    ->ArgsProduct({{static_cast<int64_t>(DType::F32), static_cast<int64_t>(DType::F16),
+                    static_cast<int64_t>(DType::BF16), static_cast<int64_t>(DType::Q8_0),
                     static_cast<int64_t>(DType::Q4_0), static_cast<int64_t>(DType::Q4_K),
                     static_cast<int64_t>(DType::Q6_K)},
+                   {64, 512},
                    {1, 2}})
-    ->ArgNames({"dtype", "threads"})
+    ->ArgNames({"dtype", "M", "threads"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -1,0 +1,40 @@
+#include "backends/cpu/kernels/cpu_features.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+namespace ferry::kernels {
+
+namespace {
+
+CpuFeatures detect() {
+  CpuFeatures f;
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  // F16C from leaf 1 (ECX bit 29): Clang's __builtin_cpu_supports does not know it. The OS side
+  // (saved AVX and AVX-512 state) is covered by __builtin_cpu_supports.
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
+  f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  // The dot-product extensions straight from leaf 7, which not every compiler's
+  // __builtin_cpu_supports knows (Clang 14 has no "avxvnni"): subleaf 0 ECX bit 11 AVX512_VNNI;
+  // subleaf 1 EAX bit 5 AVX512_BF16, bit 4 AVX-VNNI.
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0) f.avx512_vnni = f.avx512 && (ecx & (1u << 11)) != 0;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0) {
+    f.avx512_bf16 = f.avx512_vnni && (eax & (1u << 5)) != 0;
+    f.avx_vnni = f.avx2 && (eax & (1u << 4)) != 0;
+  }
+#endif
+  return f;
+}
+
+}  // namespace
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures features = detect();
+  return features;
+}
+
+}  // namespace ferry::kernels

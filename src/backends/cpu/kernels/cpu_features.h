@@ -1,0 +1,17 @@
+// What this x86 CPU (and its OS: saved vector state) can run, read once from CPUID. The SIMD level
+// choice (simd.cpp) and the peak probes (peak.cpp) both ask here. All false on other machines.
+#pragma once
+
+namespace ferry::kernels {
+
+struct CpuFeatures {
+  bool avx2 = false;         // AVX2 with FMA and F16C
+  bool avx512 = false;       // AVX-512 F, BW, VL and DQ, with everything avx2 has
+  bool avx512_vnni = false;  // and VNNI
+  bool avx512_bf16 = false;  // and BF16
+  bool avx_vnni = false;     // AVX2 with the VEX-encoded VNNI (Alder Lake, Sapphire Rapids, Zen 5)
+};
+
+const CpuFeatures& cpu_features();
+
+}  // namespace ferry::kernels
