@@ -12,6 +12,7 @@
 #include "common/q8_activations_guard.h"
 #include "core/device.h"
 #include "core/error.h"
+#include "core/half.h"
 #include "reference.h"
 
 using namespace ferry;
@@ -34,8 +35,14 @@ const char* mode_name(kernels::Q8Activations mode) {
 }
 
 // The x a matmul with weights of `dtype` multiplies: x itself, except for q8_0 and q4_0 weights in
-// Q8Activations::Q8_0 mode, which meet x rounded to q8_0 blocks (GGUF's reference quantizer).
+// Q8Activations::Q8_0 mode, which meet x rounded to q8_0 blocks (GGUF's reference quantizer), and
+// bf16 weights on a level with BF16 dot products, which meet x rounded to bf16 (core/half.h).
 std::vector<double> effective_x(DType dtype, const std::vector<float>& xv, int64_t M, int64_t K) {
+  if (dtype == DType::BF16 && kernels::bf16_activations()) {
+    std::vector<double> out;
+    for (float v : xv) out.push_back(bf16_to_f32(f32_to_bf16(v)));
+    return out;
+  }
   const bool quantized = dtype == DType::Q8_0 || dtype == DType::Q4_0;
   if (!quantized || kernels::q8_0_activations() != kernels::Q8Activations::Q8_0) {
     return std::vector<double>(xv.begin(), xv.end());
@@ -53,9 +60,10 @@ std::vector<double> effective_x(DType dtype, const std::vector<float>& xv, int64
 // K products spread over SIMD lanes has a relative error of about sqrt(K) * 6e-8 of
 // sum |x_k w_k| (~4e-6 for K = 4097 in the worst case of one lane); 1e-5 of that sum leaves
 // margin, while one wrong or missing product moves the result by ~1/K of it (>= 2.4e-4 for the
-// K <= 4097 cases). Quantized and 16-bit weights decode exactly to f32, and q8_0 / q4_0 block
+// K <= 4097 cases). Quantized and 16-bit weights decode exactly to f32, q8_0 / q4_0 block
 // products against x rounded to q8_0 are exact integers scaled twice and summed in f32 over K / 32
-// blocks, so the same bound holds for every dtype and mode.
+// blocks, and bf16 products against x rounded to bf16 are exact in f32, so the same bound holds
+// for every dtype, level and mode.
 void check_matmul(const Case& c, int threads) {
   ThreadPool pool(threads);
   const auto xv = random_floats(static_cast<size_t>(c.M * c.K), 1);
@@ -385,4 +393,33 @@ TEST(Matmul, Q8ActivationRoundingIsGgufsAtEveryLevel) {
           << level << " block " << b;
     }
   }
+}
+
+TEST(Matmul, Bf16ActivationRoundingIsHalfHsAtEveryLevelThatRounds) {
+  // A level with BF16 dot products rounds x to bf16 first: bit for bit core/half.h f32_to_bf16
+  // (llama.cpp's rounding): ties to even both ways, values that round up into the next binade or
+  // to infinity, NaNs (kept NaN, made quiet), infinities, subnormals, signed zeros; every length
+  // up to two vectors and a tail.
+  SimdLevelGuard guard;
+  const uint32_t patterns[] = {0x3f808000u, 0x3f818000u, 0xbf808000u, 0x3f80ffffu, 0x3fffffffu, 0x7f7fffffu,
+                               0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00000u, 0x7f800001u, 0xffa00000u,
+                               0x00000001u, 0x00008000u, 0x00018000u, 0x807fffffu, 0x00000000u, 0x80000000u};
+  std::vector<float> x = random_floats(40, 93, -3.0f, 3.0f);
+  for (size_t i = 0; i < std::size(patterns); ++i) std::memcpy(&x[i * 2 + 1], &patterns[i], 4);
+  int rounding_levels = 0;
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    const kernels::cpu::Isa& isa = kernels::cpu::active_isa();
+    EXPECT_EQ(isa.round_row_bf16 != nullptr, kernels::bf16_activations()) << level;
+    if (isa.round_row_bf16 == nullptr) continue;
+    ++rounding_levels;
+    for (size_t n = 1; n <= x.size(); ++n) {
+      std::vector<uint16_t> got(n + 1, 0xABCD);
+      isa.round_row_bf16(x.data(), static_cast<int64_t>(n), got.data());
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], f32_to_bf16(x[i])) << level << " n " << n << " element " << i;
+      EXPECT_EQ(got[n], 0xABCD) << level << " wrote past " << n << " elements";
+    }
+  }
+  // Which levels round is the CPU's: say so, so a run on a machine without them is not read as a pass of this path.
+  if (rounding_levels == 0) GTEST_SKIP() << "no level with BF16 dot products on this CPU";
 }

@@ -27,5 +27,6 @@ TEST(SimdLevel, ListsAvailableLevelsBestFirstAndForcesEach) {
 
 TEST(SimdLevel, RejectsUnknownNames) {
   SimdLevelGuard guard;
-  expect_error(ErrorKind::Usage, [] { kernels::set_simd_level("neon"); }, {"neon", "scalar, avx2 or avx512"});
+  expect_error(ErrorKind::Usage, [] { kernels::set_simd_level("neon"); },
+               {"neon", "scalar, avx2, avx512, avx512vnni or avx512bf16"});
 }

@@ -78,8 +78,14 @@ void compute(Op op, const OpParams& params, const std::vector<Tensor*>& inputs, 
 // Whether the CPU backend runs `op` with these input dtypes (the scheduler asks before it commits).
 bool supports(Op op, const std::vector<DType>& input_dtypes);
 
-// Which SIMD level the kernels chose at run time: "avx512", "avx2" or "scalar".
+// Which SIMD level the kernels chose at run time: "avx512bf16", "avx512vnni", "avx512", "avx2"
+// or "scalar" (simd.h).
 const char* simd_level();
+
+// Whether the active level multiplies bf16 weights by x rounded to bf16 (core/half.h f32_to_bf16,
+// as llama.cpp does on every CPU) in bf16 pair dot products, rather than by x itself: the levels
+// with AVX-512 BF16.
+bool bf16_activations();
 
 // What matmul multiplies quantized weights with. Q8_0 (the default): each row of activations
 // rounded first as llama.cpp rounds it for the weight type (its vec_dot_type: q8_0 blocks for q8_0,

@@ -87,6 +87,14 @@ void round_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, cpu::ActivationQuant
   args.xq_bsum = quant == cpu::ActivationQuant::Q8_K ? xq_bsum.data() : nullptr;
 }
 
+// args.xb: the args.M rows of x rounded to bf16, in this thread's buffer.
+void round_rows_bf16(cpu::MatmulArgs& args, const cpu::Isa& isa) {
+  thread_local std::vector<uint16_t> xb;
+  xb.resize(static_cast<size_t>(args.M * args.K));
+  for (int64_t m = 0; m < args.M; ++m) isa.round_row_bf16(args.x + m * args.x_stride, args.K, xb.data() + m * args.K);
+  args.xb = xb.data();
+}
+
 }  // namespace
 
 void set_q8_0_activations(Q8Activations mode) {
@@ -168,11 +176,13 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
   const cpu::Isa& isa = cpu::active_isa();
   const cpu::ActivationQuant quant = cpu::activation_quant(args.w_type);
   const bool round_x = quant != cpu::ActivationQuant::None && q8_0_activations() == Q8Activations::Q8_0;
-  // Rows of x rounded (to q8_0, q8_1 or q8_K) go a slab at a time (kernels.h kRoundedRowsSlabBytes), so the
-  // rounded copy (kept per calling thread between calls: a decode step makes hundreds of matmuls
-  // of the same few sizes) stays bounded, while each slab still has enough rows (1024 at K = 4096)
-  // that the weights it streams serve many of them.
-  const int64_t slab_rows = round_x ? std::max<int64_t>(4, kRoundedRowsSlabBytes / K / 4 * 4) : args.M;
+  const bool round_x_bf16 = args.w_type == DType::BF16 && isa.round_row_bf16 != nullptr;
+  // Rows of x rounded (to q8_0, q8_1, q8_K or bf16) go a slab at a time (kernels.h
+  // kRoundedRowsSlabBytes of quants, or twice that of bf16), so the rounded copy (kept per calling
+  // thread between calls: a decode step makes hundreds of matmuls of the same few sizes) stays
+  // bounded, while each slab still has enough rows (1024 at K = 4096) that the weights it streams
+  // serve many of them.
+  const int64_t slab_rows = round_x || round_x_bf16 ? std::max<int64_t>(4, kRoundedRowsSlabBytes / K / 4 * 4) : args.M;
   const float* const x_all = args.x;
   float* const y_all = args.y;
   const int64_t M = args.M;
@@ -181,6 +191,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     args.x = x_all + m0 * K;
     args.y = y_all + m0 * N;
     if (round_x) round_rows(args, isa, quant);
+    if (round_x_bf16) round_rows_bf16(args, isa);
     // Split the output rows; chunks are multiples of 16 rows so the ISA's row tiles stay whole.
     constexpr int64_t kRowTile = 16;
     const int64_t tiles = (N + kRowTile - 1) / kRowTile;

@@ -1,5 +1,5 @@
-// The CPU backend's per-instruction-set inner loops, as a table of function pointers. Each ISA
-// (scalar, avx2, avx512) fills one table in its own file; simd.cpp picks one at run time. The
+// The CPU backend's per-instruction-set inner loops, as a table of function pointers. Each level
+// (scalar, avx2, avx512, avx512vnni, avx512bf16) fills one table; simd.cpp picks one at run time. The
 // callers in kernels/*.cpp check arguments and split work over threads; these loops trust them.
 #pragma once
 
@@ -33,6 +33,9 @@ struct MatmulArgs {
   const float* xq_scale = nullptr;
   const float* xq_sum = nullptr;     // q8_1: [M, K / 32], each block's s (quant_blocks.h q8_1_sums)
   const int16_t* xq_bsum = nullptr;  // q8_K: [M, K / 16], the sum of each 16 quants
+  // bf16 weights on a level with BF16 dot products (Isa::round_row_bf16): x rounded to bf16 as
+  // llama.cpp rounds it (core/half.h f32_to_bf16), [M, K] with rows K apart; else nullptr.
+  const uint16_t* xb = nullptr;
   bool prefetch = true;  // decode (M = 1): prefetch each weight stream's next rows (kernels.h gemv_prefetch)
 };
 
@@ -82,12 +85,19 @@ struct Isa {
   float (*sum_f32)(const float* p, int64_t n);
   // quantize_row_q8_0_split (quant.h), bit for bit: n floats (a multiple of 32) rounded to q8_0.
   void (*quantize_row_q8_0)(const float* x, int64_t n, int8_t* q, float* scale);
+  // Levels whose bf16 matmul multiplies bf16 pairs (vdpbf16ps): n floats rounded to bf16 as
+  // core/half.h f32_to_bf16 rounds them, bit for bit. nullptr elsewhere: x stays f32.
+  void (*round_row_bf16)(const float* x, int64_t n, uint16_t* out) = nullptr;
 };
 
 const Isa& scalar_isa();
 // nullptr when this build has no such path. Whether the CPU can run it is simd.cpp's question.
 const Isa* avx2_isa();
 const Isa* avx512_isa();
+// AVX-512 with VNNI (q8_0 and q4_0 against x rounded to q8_0 by vpdpbusd), and that plus BF16
+// (bf16 weights by vdpbf16ps): avx512_dot.cpp.
+const Isa* avx512_vnni_isa();
+const Isa* avx512_bf16_isa();
 
 // The level chosen at run time (see kernels/simd.h).
 const Isa& active_isa();

@@ -1,0 +1,283 @@
+// The AVX-512 levels with dot-product instructions, each the avx512 level plus one kind of matmul:
+//   avx512vnni: q8_0 and q4_0 weights against x rounded to q8_0 by vpdpbusd, two blocks per
+//               instruction (64 byte products summed in fours, exact), where avx512 widens the
+//               bytes to int16 first and takes one block per instruction;
+//   avx512bf16: also bf16 weights against x rounded to bf16 by vdpbf16ps (32 products per
+//               instruction, no widening), as llama.cpp multiplies bf16 weights on every CPU.
+// Everything else (the other types, f32 activations, attention, conversions) is the avx512 code,
+// instantiated here again for this file's target.
+// GCC 12 reports -Wuninitialized inside its own AVX-512 intrinsics (GCC bug 105593): silenced for
+// the intrinsic header's lines only, as in avx512.cpp.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include <cmath>  // before the target region: std headers must not be compiled for AVX-512
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/cpu/quant.h"
+#include "backends/cpu/kernels/cpu/quant_blocks.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FERRY_HAVE_AVX512_DOT 1
+
+// Both extensions for the whole file: the avx512vnni table's code has no BF16 intrinsic, and no
+// compiler makes vdpbf16ps from plain C++, so that level runs on a CPU with VNNI alone.
+#if defined(__clang__)
+#pragma clang attribute push(                                                                          \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c"))), \
+    apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512bf16,avx2,fma,f16c")
+#endif
+
+#include "backends/cpu/kernels/cpu/simd_kernels.h"
+// After simd_kernels.h: the block types' matmul uses its f32 dot product.
+#include "backends/cpu/kernels/cpu/simd_blocks.h"
+// After both: the traits use their helpers.
+#include "backends/cpu/kernels/cpu/avx512_traits.h"
+
+namespace ferry::kernels::cpu {
+namespace {
+
+// Two f32 values, each in 8 lanes: a in lanes 0-7, b in 8-15 (a pair of blocks' scales).
+inline __m512 two_scales(float a, float b) {
+  return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
+}
+
+// q8_0 or q4_0 weights against x rounded to q8_0 (a.xq, a.xq_scale), blocks 2p and 2p + 1 in one
+// 512-bit vector: block 2p's 32 quants in bytes 0-31, block 2p + 1's in 32-63 (an odd last block
+// alone, the upper half zero). vpdpbusd multiplies unsigned by signed bytes and sums them in fours
+// into int32 lanes: lanes 0-7 hold block 2p's dot product in 8 parts, lanes 8-15 block 2p + 1's.
+//   q8_0: x + 128 (x ^ 0x80: x is in [-127, 127]) against the signed weights, started from
+//         -128 * (the weights' sums of four): exactly sum x w.
+//   q4_0: the stored nibbles (q + 8, unsigned) against signed x, started from -8 * (x's sums of
+//         four): exactly sum x q.
+// Then, per output, acc += f32(dot parts) * (weight scale * x scale) lane by lane, pairs of
+// blocks in increasing k, and one horizontal sum at the end: an order that depends only on K, so
+// results do not depend on M, the tile or the thread count.
+template <DType T>
+struct VnniTile {
+  static_assert(T == DType::Q8_0 || T == DType::Q4_0, "blocks of 32 with an f16 scale first");
+  static constexpr int64_t kXBytes = 1;
+  static constexpr size_t kBlockBytes = T == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+
+  static float scale(const uint8_t* block, const float* f16_table) {
+    uint16_t d;
+    std::memcpy(&d, block, 2);
+    return f16_table[d];
+  }
+
+  // The weight quants of blocks b (and b + 1 when `pair`) as vpdpbusd wants them.
+  static __m512i weights(const uint8_t* block, bool pair) {
+    if constexpr (T == DType::Q8_0) {
+      const __m256i first = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+      const __m256i second =
+          pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kBlockBytes + 2)) : _mm256_setzero_si256();
+      return _mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1);
+    } else {
+      // Each block's 16 bytes hold elements 0-15 in the low nibbles and 16-31 in the high ones:
+      // 128-bit lanes [b, b, b + 1, b + 1], the odd lanes shifted right by 4, then masked.
+      const __m128i first = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+      const __m128i second =
+          pair ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kBlockBytes + 2)) : _mm_setzero_si128();
+      const __m512i both = _mm512_castsi256_si512(_mm256_set_m128i(second, first));
+      const __m512i spread = _mm512_shuffle_i64x2(both, both, 0x50);  // lanes 0, 0, 1, 1
+      const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+      return _mm512_and_si512(_mm512_srlv_epi64(spread, shifts), _mm512_set1_epi8(0x0F));
+    }
+  }
+
+  template <int MR, int NR>
+  static void run(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step, size_t prefetch_offset) {
+    __m512 acc[MR][NR];
+    for (int m = 0; m < MR; ++m) {
+      for (int n = 0; n < NR; ++n) acc[m][n] = _mm512_setzero_ps();
+    }
+    const uint8_t* w[NR];
+    for (int n = 0; n < NR; ++n) w[n] = a.w + static_cast<size_t>(n0 + n * row_step) * a.w_row_bytes;
+    const int8_t* xq[MR];
+    const float* xs[MR];
+    for (int m = 0; m < MR; ++m) {
+      xq[m] = a.xq + (m0 + m) * a.K;
+      xs[m] = a.xq_scale + (m0 + m) * (a.K / 32);
+    }
+    const int64_t blocks = a.K / 32;
+    for (int64_t b = 0; b < blocks; b += 2) {
+      const bool pair = b + 1 < blocks;
+      if (prefetch_offset != 0) {
+        for (int n = 0; n < NR; ++n) {
+          const uint8_t* ahead = w[n] + prefetch_offset + b * kBlockBytes;
+          simd::prefetch_line<Avx512>(ahead);
+          simd::prefetch_line<Avx512>(ahead + 2 * kBlockBytes - 1);
+        }
+      }
+      // x's two blocks, read once for all NR rows.
+      __m512i xv[MR];
+      __m512 x_scale[MR];
+      [[maybe_unused]] __m512i x_start[MR];
+      for (int m = 0; m < MR; ++m) {
+        xv[m] = pair ? _mm512_loadu_si512(xq[m] + b * 32) : _mm512_maskz_loadu_epi8(0xFFFFFFFFull, xq[m] + b * 32);
+        x_scale[m] = two_scales(xs[m][b], pair ? xs[m][b + 1] : 0.0f);
+        if constexpr (T == DType::Q8_0) {
+          xv[m] = _mm512_xor_si512(xv[m], _mm512_set1_epi8(static_cast<char>(0x80)));
+        } else {
+          const __m512i eights = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(8), xv[m]);
+          x_start[m] = _mm512_sub_epi32(_mm512_setzero_si512(), eights);
+        }
+      }
+      for (int n = 0; n < NR; ++n) {
+        const uint8_t* block = w[n] + b * kBlockBytes;
+        const __m512i wv = weights(block, pair);
+        const __m512 w_scale =
+            two_scales(scale(block, a.f16_table), pair ? scale(block + kBlockBytes, a.f16_table) : 0.0f);
+        [[maybe_unused]] __m512i w_start;
+        if constexpr (T == DType::Q8_0) {
+          const __m512i offsets =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)), wv);
+          w_start = _mm512_sub_epi32(_mm512_setzero_si512(), offsets);
+        }
+        for (int m = 0; m < MR; ++m) {
+          __m512i dot;
+          if constexpr (T == DType::Q8_0) {
+            dot = _mm512_dpbusd_epi32(w_start, xv[m], wv);
+          } else {
+            dot = _mm512_dpbusd_epi32(x_start[m], wv, xv[m]);
+          }
+          acc[m][n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w_scale, x_scale[m]), acc[m][n]);
+        }
+      }
+    }
+    simd::store_tile<Avx512, MR, NR>(a, acc, m0, n0, row_step);
+  }
+};
+
+// bf16 weights against x rounded to bf16 (a.xb): 32 products per vdpbf16ps, each lane summing
+// its pairs in increasing k; a last partial chunk is loaded masked (zeros add nothing). One
+// accumulator per output and one horizontal sum: the order depends only on K.
+struct Bf16DotTile {
+  static constexpr int64_t kXBytes = 2;
+
+  template <int MR, int NR>
+  static void run(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step, size_t prefetch_offset) {
+    __m512 acc[MR][NR];
+    for (int m = 0; m < MR; ++m) {
+      for (int n = 0; n < NR; ++n) acc[m][n] = _mm512_setzero_ps();
+    }
+    const uint8_t* w[NR];
+    for (int n = 0; n < NR; ++n) w[n] = a.w + static_cast<size_t>(n0 + n * row_step) * a.w_row_bytes;
+    const uint16_t* x[MR];
+    for (int m = 0; m < MR; ++m) x[m] = a.xb + (m0 + m) * a.K;
+    const int64_t full = a.K / 32;
+    for (int64_t c = 0; c < full; ++c) {
+      if (prefetch_offset != 0) {
+        for (int n = 0; n < NR; ++n) simd::prefetch_line<Avx512>(w[n] + prefetch_offset + c * 64);
+      }
+      __m512i wv[NR];
+      for (int n = 0; n < NR; ++n) wv[n] = _mm512_loadu_si512(w[n] + c * 64);
+      for (int m = 0; m < MR; ++m) {
+        const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_loadu_si512(x[m] + c * 32));
+        for (int n = 0; n < NR; ++n) acc[m][n] = _mm512_dpbf16_ps(acc[m][n], xv, reinterpret_cast<__m512bh>(wv[n]));
+      }
+    }
+    const int rest = static_cast<int>(a.K - full * 32);
+    if (rest != 0) {
+      const auto mask = static_cast<__mmask32>((uint64_t{1} << rest) - 1);
+      __m512i wv[NR];
+      for (int n = 0; n < NR; ++n) wv[n] = _mm512_maskz_loadu_epi16(mask, w[n] + full * 64);
+      for (int m = 0; m < MR; ++m) {
+        const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_maskz_loadu_epi16(mask, x[m] + full * 32));
+        for (int n = 0; n < NR; ++n) acc[m][n] = _mm512_dpbf16_ps(acc[m][n], xv, reinterpret_cast<__m512bh>(wv[n]));
+      }
+    }
+    simd::store_tile<Avx512, MR, NR>(a, acc, m0, n0, row_step);
+  }
+};
+
+// As core/half.h f32_to_bf16, 16 at a time: round to nearest even on the bits; NaN stays a quiet NaN.
+void round_row_bf16_avx512(const float* x, int64_t n, uint16_t* out) {
+  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf = _mm512_set1_epi32(0x7f800000);
+  int64_t i = 0;
+  auto round16 = [&](__m512i bits) {
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+    const __m512i rounded = _mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), odd));
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(bits, abs_mask), inf);
+    const __m512i quiet = _mm512_or_si512(bits, _mm512_set1_epi32(0x400000));
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(_mm512_mask_mov_epi32(rounded, nan, quiet), 16));
+  };
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), round16(_mm512_loadu_si512(x + i)));
+  }
+  if (i < n) {
+    const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm256_mask_storeu_epi16(out + i, mask, round16(_mm512_maskz_loadu_epi32(mask, x + i)));
+  }
+}
+
+// Levels: which of the two dot-product matmuls the table uses.
+template <bool kBf16>
+void matmul_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (a.xq != nullptr && a.w_type == DType::Q8_0) {
+    return simd::matmul_with_tile<VnniTile<DType::Q8_0>, 4>(a, n_begin, n_end);
+  }
+  if (a.xq != nullptr && a.w_type == DType::Q4_0) {
+    return simd::matmul_with_tile<VnniTile<DType::Q4_0>, 4>(a, n_begin, n_end);
+  }
+  if constexpr (kBf16) {
+    if (a.xb != nullptr && a.w_type == DType::BF16) return simd::matmul_with_tile<Bf16DotTile, 4>(a, n_begin, n_end);
+  }
+  if (is_block_type(a.w_type)) return blocks::matmul<Avx512, V512, 4>(a, n_begin, n_end);
+  simd::matmul<Avx512, 4>(a, n_begin, n_end);
+}
+
+void row_to_f32_dot(DType type, const void* src, float* dst, int64_t n) {
+  simd::row_to_f32<Avx512>(type, src, dst, n, f16_table(), row_to_f32_scalar);
+}
+void attention_dot(const AttentionHeads& r) {
+  simd::attention<Avx512>(r);
+}
+float sum_f32_dot(const float* p, int64_t n) {
+  return simd::sum_f32<Avx512>(p, n);
+}
+
+}  // namespace
+}  // namespace ferry::kernels::cpu
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#endif  // x86-64 with GCC or Clang
+
+namespace ferry::kernels::cpu {
+const Isa* avx512_vnni_isa() {
+#ifdef FERRY_HAVE_AVX512_DOT
+  static const Isa isa{"avx512vnni", matmul_dot<false>,        row_to_f32_dot, attention_dot,
+                       sum_f32_dot,  quantize_row_q8_0_avx512, nullptr};
+  return &isa;
+#else
+  return nullptr;
+#endif
+}
+const Isa* avx512_bf16_isa() {
+#ifdef FERRY_HAVE_AVX512_DOT
+  static const Isa isa{"avx512bf16", matmul_dot<true>,         row_to_f32_dot,       attention_dot,
+                       sum_f32_dot,  quantize_row_q8_0_avx512, round_row_bf16_avx512};
+  return &isa;
+#else
+  return nullptr;
+#endif
+}
+}  // namespace ferry::kernels::cpu
