@@ -3,10 +3,27 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace ferry::kernels {
 
 namespace {
+
+// Linux hands out the 8 KiB of AMX tile state only to a process that asks (kernel 5.16+):
+// arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA). Refused (an older kernel, a sandbox), the
+// tiles would fault: the level is then not offered.
+bool os_grants_amx() {
+#if defined(__linux__) && defined(__x86_64__)
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
 
 CpuFeatures detect() {
   CpuFeatures f;
@@ -21,11 +38,18 @@ CpuFeatures detect() {
   // The dot-product extensions straight from leaf 7, which not every compiler's
   // __builtin_cpu_supports knows (Clang 14 has no "avxvnni"): subleaf 0 ECX bit 11 AVX512_VNNI;
   // subleaf 1 EAX bit 5 AVX512_BF16, bit 4 AVX-VNNI.
-  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0) f.avx512_vnni = f.avx512 && (ecx & (1u << 11)) != 0;
+  // AMX from subleaf 0 EDX: bit 22 AMX-BF16, 24 AMX-TILE, 25 AMX-INT8.
+  bool amx_cpu = false;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0) {
+    f.avx512_vnni = f.avx512 && (ecx & (1u << 11)) != 0;
+    constexpr unsigned kAmx = (1u << 22) | (1u << 24) | (1u << 25);
+    amx_cpu = (edx & kAmx) == kAmx;
+  }
   if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0) {
     f.avx512_bf16 = f.avx512_vnni && (eax & (1u << 5)) != 0;
     f.avx_vnni = f.avx2 && (eax & (1u << 4)) != 0;
   }
+  f.amx = f.avx512_bf16 && amx_cpu && os_grants_amx();
 #endif
   return f;
 }

@@ -10,6 +10,9 @@ struct CpuFeatures {
   bool avx512_vnni = false;  // and VNNI
   bool avx512_bf16 = false;  // and BF16
   bool avx_vnni = false;     // AVX2 with the VEX-encoded VNNI (Alder Lake, Sapphire Rapids, Zen 5)
+  // avx512_bf16 and AMX tiles with int8 and bf16 products, which the OS let this process use
+  // (Linux asks for that: arch_prctl ARCH_REQ_XCOMP_PERM, requested here).
+  bool amx = false;
 };
 
 const CpuFeatures& cpu_features();

@@ -78,8 +78,8 @@ void compute(Op op, const OpParams& params, const std::vector<Tensor*>& inputs, 
 // Whether the CPU backend runs `op` with these input dtypes (the scheduler asks before it commits).
 bool supports(Op op, const std::vector<DType>& input_dtypes);
 
-// Which SIMD level the kernels chose at run time: "avx512bf16", "avx512vnni", "avx512", "avx2"
-// or "scalar" (simd.h).
+// Which SIMD level the kernels chose at run time: "amx", "avx512bf16", "avx512vnni", "avx512",
+// "avx2" or "scalar" (simd.h).
 const char* simd_level();
 
 // Whether the active level multiplies bf16 weights by x rounded to bf16 (core/half.h f32_to_bf16,

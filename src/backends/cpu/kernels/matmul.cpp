@@ -87,6 +87,21 @@ void round_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, cpu::ActivationQuant
   args.xq_bsum = quant == cpu::ActivationQuant::Q8_K ? xq_bsum.data() : nullptr;
 }
 
+// args.x_packed: the rounded rows (args.xq or args.xb) in the level's own layout, in this
+// thread's buffers, where the level has one for this weight type.
+void pack_rows(cpu::MatmulArgs& args, const cpu::Isa& isa) {
+  thread_local std::vector<uint8_t> packed;
+  thread_local std::vector<float> packed_scale;
+  size_t bytes = 0, scales = 0;
+  isa.packed_x_size(args, &bytes, &scales);
+  if (bytes == 0) return;
+  packed.resize(bytes);
+  packed_scale.resize(scales);
+  isa.pack_x(args, packed.data(), packed_scale.data());
+  args.x_packed = packed.data();
+  args.x_packed_scale = packed_scale.data();
+}
+
 // args.xb: the args.M rows of x rounded to bf16, in this thread's buffer.
 void round_rows_bf16(cpu::MatmulArgs& args, const cpu::Isa& isa) {
   thread_local std::vector<uint16_t> xb;
@@ -192,6 +207,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     args.y = y_all + m0 * N;
     if (round_x) round_rows(args, isa, quant);
     if (round_x_bf16) round_rows_bf16(args, isa);
+    if ((round_x || round_x_bf16) && isa.pack_x != nullptr) pack_rows(args, isa);
     // Split the output rows; chunks are multiples of 16 rows so the ISA's row tiles stay whole.
     constexpr int64_t kRowTile = 16;
     const int64_t tiles = (N + kRowTile - 1) / kRowTile;

@@ -16,7 +16,7 @@ namespace ferry::kernels {
 
 namespace {
 
-constexpr const char* kLevelNames = "scalar, avx2, avx512, avx512vnni or avx512bf16";
+constexpr const char* kLevelNames = "scalar, avx2, avx512, avx512vnni, avx512bf16 or amx";
 
 // nullptr when the level is known but this CPU (or build) cannot run it.
 const cpu::Isa* isa_named(std::string_view level) {
@@ -26,6 +26,7 @@ const cpu::Isa* isa_named(std::string_view level) {
   if (level == "avx512") return cpu.avx512 ? cpu::avx512_isa() : nullptr;
   if (level == "avx512vnni") return cpu.avx512_vnni ? cpu::avx512_vnni_isa() : nullptr;
   if (level == "avx512bf16") return cpu.avx512_bf16 ? cpu::avx512_bf16_isa() : nullptr;
+  if (level == "amx") return cpu.amx ? cpu::amx_isa() : nullptr;
   fail(ErrorKind::Usage, "unknown SIMD level '{}': use {}", level, kLevelNames);
 }
 
@@ -73,7 +74,7 @@ std::atomic<const cpu::Isa*> g_isa{nullptr};
 
 std::vector<std::string> available_simd_levels() {
   std::vector<std::string> levels;
-  for (const char* level : {"avx512bf16", "avx512vnni", "avx512"}) {
+  for (const char* level : {"amx", "avx512bf16", "avx512vnni", "avx512"}) {
     if (isa_named(level)) levels.emplace_back(level);
   }
   if (isa_named("avx2")) levels.emplace_back("avx2");

@@ -1,5 +1,5 @@
 // The CPU backend's per-instruction-set inner loops, as a table of function pointers. Each level
-// (scalar, avx2, avx512, avx512vnni, avx512bf16) fills one table; simd.cpp picks one at run time. The
+// (scalar, avx2, avx512, avx512vnni, avx512bf16, amx) fills one table; simd.cpp picks one at run time. The
 // callers in kernels/*.cpp check arguments and split work over threads; these loops trust them.
 #pragma once
 
@@ -36,6 +36,10 @@ struct MatmulArgs {
   // bf16 weights on a level with BF16 dot products (Isa::round_row_bf16): x rounded to bf16 as
   // llama.cpp rounds it (core/half.h f32_to_bf16), [M, K] with rows K apart; else nullptr.
   const uint16_t* xb = nullptr;
+  // On a level with its own layout of the rounded x for this weight type (Isa::pack_x): xq or xb
+  // in that layout, and xq's scales; else nullptr.
+  const uint8_t* x_packed = nullptr;
+  const float* x_packed_scale = nullptr;
   bool prefetch = true;  // decode (M = 1): prefetch each weight stream's next rows (kernels.h gemv_prefetch)
 };
 
@@ -88,6 +92,11 @@ struct Isa {
   // Levels whose bf16 matmul multiplies bf16 pairs (vdpbf16ps): n floats rounded to bf16 as
   // core/half.h f32_to_bf16 rounds them, bit for bit. nullptr elsewhere: x stays f32.
   void (*round_row_bf16)(const float* x, int64_t n, uint16_t* out) = nullptr;
+  // Levels whose matmul reads the rounded x (a.xq and a.xq_scale, or a.xb) in a layout of their
+  // own for some weight types (amx: tiles of 16 rows): the bytes and floats that layout takes for
+  // a's type and size (both 0: a type it does not pack), and the packing into it. nullptr elsewhere.
+  void (*packed_x_size)(const MatmulArgs& a, size_t* bytes, size_t* scales) = nullptr;
+  void (*pack_x)(const MatmulArgs& a, uint8_t* packed, float* packed_scale) = nullptr;
 };
 
 const Isa& scalar_isa();
@@ -98,6 +107,9 @@ const Isa* avx512_isa();
 // (bf16 weights by vdpbf16ps): avx512_dot.cpp.
 const Isa* avx512_vnni_isa();
 const Isa* avx512_bf16_isa();
+// avx512vnni plus AMX tiles: q8_0 and q4_0 against x rounded to q8_0 by tdpbssd, bf16 against x
+// rounded to bf16 by tdpbf16ps (amx.cpp).
+const Isa* amx_isa();
 
 // The level chosen at run time (see kernels/simd.h).
 const Isa& active_isa();

@@ -1,0 +1,471 @@
+// The amx level: avx512vnni, with q8_0 and q4_0 weights against x rounded to q8_0, and bf16
+// weights against x rounded to bf16, multiplied in Intel AMX tiles (Sapphire Rapids and later).
+//
+// Per block of 32 along K, one tdpbssd takes 16 weight rows (tile 1: 16 rows of 32 signed bytes,
+// read straight from q8_0 rows, or from q4_0 rows unpacked to q - 8) against 16 rows of x (tile 2:
+// x's quants in the VNNI order tdpbssd wants, packed once per call by pack_x) and leaves each of
+// the 256 exact block dot products in tile 0. They are stored, and per output
+// acc += f32(dot) * (weight scale * x scale), block after block, with the 16 x rows in the lanes
+// of one vector per weight row. So every output is the same sequence of f32 operations whatever
+// M, the tile it sits in or the thread: results do not depend on them.
+//
+// The tiles need the kernel's permission (cpu_features.cpp requests it); a CPU or kernel without
+// AMX never lists this level.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/cpu/quant.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FERRY_HAVE_AMX 1
+
+#if defined(__clang__)
+#pragma clang attribute push(                                                                                          \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8,amx-bf16"))), \
+    apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8,amx-bf16")
+#endif
+
+namespace ferry::kernels::cpu {
+namespace {
+
+constexpr int64_t kTile = 16;         // rows of a tile, and int32 columns of the sums' tile
+constexpr int64_t kBlock = 32;        // q8_0 / q4_0 block: the K of one tdpbssd
+constexpr int64_t kXTileBytes = 512;  // one block of 16 x rows in VNNI order: 8 rows of 64 bytes
+
+constexpr int64_t kBf16Chunk = 32;         // bf16 elements of K per tdpbf16ps
+constexpr int64_t kXBf16TileBytes = 1024;  // one chunk of 16 x rows in pairs: 16 rows of 64 bytes
+
+// Palette 1. q8_0 / q4_0: tile 0 the int32 sums (16 x 16), tile 1 the weights (16 rows x 32
+// bytes), tile 2 x (8 rows x 64 bytes: row r holds bytes 4r..4r+3 of each of the 16 x rows).
+// bf16: tiles 3 and 6 the f32 sums (16 x 16) of two tiles of weight rows, tiles 4 and 7 their
+// weights (16 rows x 32 bf16), tile 5 x (16 rows x 64 bytes: row r holds elements 2r, 2r + 1 of
+// each of the 16 x rows).
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {64, 32, 64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 8, 16, 16, 16, 16, 16};
+};
+
+// Each thread loads the configuration once: it stays in the thread's tile state.
+void configure_tiles() {
+  thread_local bool configured = false;
+  if (configured) return;
+  static const TileConfig config;
+  _tile_loadconfig(&config);
+  configured = true;
+}
+
+// x's tiles go in groups of about kGroupBytes, which stay in L2 while every weight tile of the
+// thread's range passes them (all of a long prompt's would not fit, and come from L3 each time).
+int64_t tiles_per_group(int64_t tile_bytes) {
+  constexpr int64_t kGroupBytes = int64_t{1} << 20;
+  return kGroupBytes / tile_bytes > 0 ? kGroupBytes / tile_bytes : 1;
+}
+
+void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
+  const int64_t m_tiles = (a.M + kTile - 1) / kTile;
+  *bytes = 0;
+  *scales = 0;
+  if (a.w_type == DType::Q8_0 || a.w_type == DType::Q4_0) {
+    *bytes = static_cast<size_t>(m_tiles * (a.K / kBlock) * kXTileBytes);
+    *scales = static_cast<size_t>(m_tiles * (a.K / kBlock) * kTile);
+  } else if (a.w_type == DType::BF16) {
+    *bytes = static_cast<size_t>(m_tiles * ((a.K + kBf16Chunk - 1) / kBf16Chunk) * kXBf16TileBytes);
+  }
+}
+
+// x as tile 2 (q8_0, q4_0: a.xq) or tile 5 (bf16: a.xb) wants it, per 16 rows and block (chunk):
+// [m_tile][block][r][row][4 bytes]; rows past M, and bf16 elements past K, zero. q8_0 / q4_0
+// scales [m_tile][block][row], zero past M.
+void pack_x(const MatmulArgs& a, uint8_t* packed, float* packed_scale) {
+  const bool bf16 = a.w_type == DType::BF16;
+  const int64_t row_bytes = bf16 ? a.K * 2 : a.K;
+  const int64_t block_bytes = bf16 ? kBf16Chunk * 2 : kBlock;
+  const int64_t blocks = (row_bytes + block_bytes - 1) / block_bytes;
+  const int64_t tile_bytes = bf16 ? kXBf16TileBytes : kXTileBytes;
+  const auto* x = bf16 ? reinterpret_cast<const uint8_t*>(a.xb) : reinterpret_cast<const uint8_t*>(a.xq);
+  const int64_t m_tiles = (a.M + kTile - 1) / kTile;
+  for (int64_t t = 0; t < m_tiles; ++t) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      uint8_t* tile = packed + (t * blocks + b) * tile_bytes;
+      for (int64_t i = 0; i < kTile; ++i) {
+        const int64_t m = t * kTile + i;
+        const int64_t begin = b * block_bytes;
+        const int64_t valid = m < a.M ? (row_bytes - begin < block_bytes ? row_bytes - begin : block_bytes) : 0;
+        for (int64_t r = 0; r < block_bytes / 4; ++r) {
+          uint8_t* word = tile + r * 64 + i * 4;
+          if (r * 4 + 4 <= valid) {
+            std::memcpy(word, x + m * row_bytes + begin + r * 4, 4);
+          } else {
+            std::memset(word, 0, 4);
+            if (r * 4 < valid) std::memcpy(word, x + m * row_bytes + begin + r * 4, static_cast<size_t>(valid - r * 4));
+          }
+        }
+        if (!bf16) packed_scale[(t * blocks + b) * kTile + i] = m < a.M ? a.xq_scale[m * blocks + b] : 0.0f;
+      }
+    }
+  }
+}
+
+// The scales of sixteen weight rows from n0 as f32, [block][16], zero past n_end; and when
+// `copy_rows`, the rows as signed bytes, [16][K], zero past n_end: q4_0's nibbles become q - 8,
+// q8_0's quants are copied.
+template <DType T>
+void unpack_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, bool copy_rows, int8_t* rows, float* scales) {
+  const int64_t blocks = a.K / kBlock;
+  constexpr size_t kBlockBytes = T == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+  for (int64_t i = 0; i < kTile; ++i) {
+    int8_t* row = rows + i * a.K;
+    if (n0 + i >= n_end) {
+      std::memset(row, 0, static_cast<size_t>(a.K));
+      for (int64_t b = 0; b < blocks; ++b) scales[b * kTile + i] = 0.0f;
+      continue;
+    }
+    const uint8_t* w = a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes;
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = w + b * kBlockBytes;
+      uint16_t d;
+      std::memcpy(&d, block, 2);
+      scales[b * kTile + i] = a.f16_table[d];
+      if (!copy_rows) continue;
+      if constexpr (T == DType::Q8_0) {
+        std::memcpy(row + b * kBlock, block + 2, kBlock);
+      } else {
+        // Elements 0-15 are the low nibbles of the 16 bytes, 16-31 the high ones.
+        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+        const __m128i low = _mm_and_si128(bytes, _mm_set1_epi8(15));
+        const __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(15));
+        const __m256i q = _mm256_sub_epi8(_mm256_set_m128i(high, low), _mm256_set1_epi8(8));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + b * kBlock), q);
+      }
+    }
+  }
+}
+
+// Outputs [n0, n0 + 16) of x's tiles [t_begin, t_end) (rows [n0, n_end) written), weights given as `rows`
+// (tile-1 rows `stride` bytes apart, blocks `block_step` apart) and their scales [block][16].
+void tile_column(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t n0, int64_t n_end, const int8_t* rows,
+                 size_t stride, size_t block_step, const float* scales) {
+  const int64_t blocks = a.K / kBlock;
+  alignas(64) int32_t sums[kTile][kTile];
+  alignas(64) float out[kTile][kTile];
+  for (int64_t t = t_begin; t < t_end; ++t) {
+    __m512 acc[kTile];
+    for (__m512& v : acc) v = _mm512_setzero_ps();
+    const uint8_t* x_tiles = a.x_packed + t * blocks * kXTileBytes;
+    const float* x_scales = a.x_packed_scale + t * blocks * kTile;
+    for (int64_t b = 0; b < blocks; ++b) {
+      _tile_zero(0);
+      _tile_loadd(1, rows + b * static_cast<int64_t>(block_step), static_cast<long>(stride));
+      _tile_loadd(2, x_tiles + b * kXTileBytes, 64);
+      _tile_dpbssd(0, 1, 2);
+      _tile_stored(0, sums, 64);
+      const __m512 x_scale = _mm512_loadu_ps(x_scales + b * kTile);
+      for (int64_t i = 0; i < kTile; ++i) {
+        const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(sums[i]));
+        acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(_mm512_set1_ps(scales[b * kTile + i]), x_scale), acc[i]);
+      }
+    }
+    for (int64_t i = 0; i < kTile; ++i) _mm512_store_ps(out[i], acc[i]);
+    const int64_t m_count = a.M - t * kTile < kTile ? a.M - t * kTile : kTile;
+    for (int64_t i = 0; i < kTile && n0 + i < n_end; ++i) {
+      const float bias = a.bias ? a.bias[n0 + i] : 0.0f;
+      for (int64_t m = 0; m < m_count; ++m) a.y[(t * kTile + m) * a.y_stride + n0 + i] = out[i][m] + bias;
+    }
+  }
+}
+
+// The 16 bytes at p + i * stride for rows i = 0..15, as four vectors with a row in each lane:
+// out[j] holds bytes 4j..4j+3 of row i in lane i. A 4 x 4 transpose of dwords within each 128-bit
+// lane, on rows loaded so that lane l of input k is row 4l + k.
+inline void rows_to_lanes(const uint8_t* p, size_t stride, __m512i out[4]) {
+  __m512i z[4];
+  for (int k = 0; k < 4; ++k) {
+    const auto row = [&](int i) {
+      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + static_cast<size_t>(i) * stride));
+    };
+    z[k] = _mm512_castsi128_si512(row(k));
+    z[k] = _mm512_inserti32x4(z[k], row(4 + k), 1);
+    z[k] = _mm512_inserti32x4(z[k], row(8 + k), 2);
+    z[k] = _mm512_inserti32x4(z[k], row(12 + k), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]);
+  const __m512i t1 = _mm512_unpackhi_epi32(z[0], z[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]);
+  const __m512i t3 = _mm512_unpackhi_epi32(z[2], z[3]);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// A few rows of x (decode): a 16 x 16 tile would be mostly padding, so vpdpbusd does the blocks'
+// dot products with the 16 weight rows in the lanes (rows_to_lanes) and each x
+// row's four bytes broadcast. The dot products are exact integers, the same as tdpbssd's, and each
+// output then takes the same f32 steps as in tile_column (fma(f32(dot), weight scale * x scale,
+// acc), block after block, plus the bias): results equal the tiles' bit for bit.
+//   q8_0: x + 128 (unsigned) against the signed weights, started from -128 * (the row's sum).
+//   q4_0: the stored nibbles (q + 8, unsigned) against x, started from -8 * (x's block sum).
+template <DType T, int MR>
+void few_rows(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  constexpr int64_t kPrefetchBytes = 1024;
+  constexpr size_t kBlockBytes = T == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+  const int64_t blocks = a.K / kBlock;
+  // q4_0: -8 * each x block's sum of quants, for every weight tile.
+  thread_local std::vector<int32_t> x_offsets;
+  if constexpr (T == DType::Q4_0) {
+    x_offsets.resize(static_cast<size_t>(MR * blocks));
+    for (int m = 0; m < MR; ++m) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        int32_t sum = 0;
+        for (int64_t k = 0; k < kBlock; ++k) sum += a.xq[m * a.K + b * kBlock + k];
+        x_offsets[static_cast<size_t>(m * blocks + b)] = -8 * sum;
+      }
+    }
+  }
+  thread_local std::vector<uint8_t> tail;
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
+    const uint8_t* base = a.w + static_cast<size_t>(n0) * a.w_row_bytes;
+    const int64_t count = n_end - n0 < kTile ? n_end - n0 : kTile;
+    if (count < kTile) {  // a last partial tile: its rows, then zero rows (zero scales, zero quants)
+      tail.assign(static_cast<size_t>(kTile) * a.w_row_bytes, 0);
+      std::memcpy(tail.data(), base, static_cast<size_t>(count) * a.w_row_bytes);
+      base = tail.data();
+    }
+    __m512 acc[MR];
+    for (__m512& v : acc) v = _mm512_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* block = base + b * kBlockBytes;
+      // The 16 rows are 16 streams a row apart, more than the hardware prefetcher ramps up in
+      // time: fetch each kPrefetchBytes ahead (a line per row whenever the reads cross into one).
+      if (a.prefetch && (b * kBlockBytes) / 64 != ((b + 1) * kBlockBytes) / 64) {
+        for (int64_t i = 0; i < kTile; ++i) {
+          __builtin_prefetch(block + i * static_cast<int64_t>(a.w_row_bytes) + kPrefetchBytes, 0, 3);
+        }
+      }
+      // Each row's scale (the gather reads the scale and the byte after it) and quants, a row a lane.
+      alignas(32) uint16_t halves[kTile];
+      for (int64_t i = 0; i < kTile; ++i) std::memcpy(&halves[i], block + i * static_cast<int64_t>(a.w_row_bytes), 2);
+      const __m512 w_scale = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(halves)));
+      constexpr int kWords = kBlock / 4;
+      __m512i w[kWords];
+      __m512i w_start = _mm512_setzero_si512();
+      if constexpr (T == DType::Q8_0) {
+        rows_to_lanes(block + 2, a.w_row_bytes, w);
+        rows_to_lanes(block + 18, a.w_row_bytes, w + 4);
+        for (int j = 0; j < kWords; ++j) {
+          w_start = _mm512_dpbusd_epi32(w_start, _mm512_set1_epi8(static_cast<char>(0x80)), w[j]);
+        }
+        w_start = _mm512_sub_epi32(_mm512_setzero_si512(), w_start);
+      } else {
+        rows_to_lanes(block + 2, a.w_row_bytes, w);
+        for (int j = 0; j < kWords / 2; ++j) {
+          w[j + kWords / 2] = _mm512_and_si512(_mm512_srli_epi32(w[j], 4), _mm512_set1_epi8(15));
+          w[j] = _mm512_and_si512(w[j], _mm512_set1_epi8(15));
+        }
+      }
+      for (int m = 0; m < MR; ++m) {
+        const int8_t* x = a.xq + m * a.K + b * kBlock;
+        __m512i dot;
+        if constexpr (T == DType::Q8_0) {
+          dot = w_start;
+          for (int j = 0; j < kWords; ++j) {
+            int32_t word;
+            std::memcpy(&word, x + 4 * j, 4);
+            const __m512i x_unsigned =
+                _mm512_xor_si512(_mm512_set1_epi32(word), _mm512_set1_epi8(static_cast<char>(0x80)));
+            dot = _mm512_dpbusd_epi32(dot, x_unsigned, w[j]);
+          }
+        } else {
+          dot = _mm512_set1_epi32(x_offsets[static_cast<size_t>(m * blocks + b)]);
+          for (int j = 0; j < kWords; ++j) {
+            int32_t word;
+            std::memcpy(&word, x + 4 * j, 4);
+            dot = _mm512_dpbusd_epi32(dot, w[j], _mm512_set1_epi32(word));
+          }
+        }
+        const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(a.xq_scale[m * blocks + b]));
+        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[m]);
+      }
+    }
+    const auto lanes = static_cast<__mmask16>((1u << count) - 1u);
+    const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(lanes, a.bias + n0) : _mm512_setzero_ps();
+    for (int m = 0; m < MR; ++m) _mm512_mask_storeu_ps(a.y + m * a.y_stride + n0, lanes, _mm512_add_ps(acc[m], bias));
+  }
+}
+
+template <DType T>
+void matmul_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  switch (a.M) {  // up to 4 rows the tiles would be mostly padding
+    case 1:
+      return few_rows<T, 1>(a, n_begin, n_end);
+    case 2:
+      return few_rows<T, 2>(a, n_begin, n_end);
+    case 3:
+      return few_rows<T, 3>(a, n_begin, n_end);
+    case 4:
+      return few_rows<T, 4>(a, n_begin, n_end);
+    default:
+      break;
+  }
+  configure_tiles();
+  thread_local std::vector<int8_t> rows;
+  thread_local std::vector<float> scales;
+  rows.resize(static_cast<size_t>(kTile * a.K));
+  scales.resize(static_cast<size_t>(a.K / kBlock * kTile));
+  const int64_t m_tiles = (a.M + kTile - 1) / kTile;
+  const int64_t group = tiles_per_group(a.K / kBlock * kXTileBytes);
+  for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
+    const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
+      const bool direct = T == DType::Q8_0 && n0 + kTile <= n_end;
+      unpack_weights<T>(a, n0, n_end, !direct, rows.data(), scales.data());
+      if (direct) {
+        // Whole q8_0 tiles load straight from the weight rows: 32 quants 2 bytes into each block.
+        const auto* first = reinterpret_cast<const int8_t*>(a.w + static_cast<size_t>(n0) * a.w_row_bytes + 2);
+        tile_column(a, t0, t1, n0, n_end, first, a.w_row_bytes, sizeof(BlockQ8_0), scales.data());
+      } else {
+        tile_column(a, t0, t1, n0, n_end, rows.data(), static_cast<size_t>(a.K), kBlock, scales.data());
+      }
+    }
+  }
+}
+
+// Sixteen bf16 weight rows from n0 as tile 4 (or 7) loads them: straight from the tensor, or, for
+// a last partial tile of rows or a K that is not whole chunks, from a zero-padded copy in `padded`.
+struct Bf16Rows {
+  const uint8_t* first = nullptr;
+  size_t stride = 0;
+  int64_t count = 0;
+};
+
+Bf16Rows bf16_rows(const MatmulArgs& a, int64_t n0, int64_t n_end, std::vector<uint16_t>& padded) {
+  Bf16Rows rows{a.w + static_cast<size_t>(n0) * a.w_row_bytes, a.w_row_bytes, n_end - n0 < kTile ? n_end - n0 : kTile};
+  if (rows.count == kTile && a.K % kBf16Chunk == 0) return rows;
+  const int64_t padded_k = (a.K + kBf16Chunk - 1) / kBf16Chunk * kBf16Chunk;
+  padded.assign(static_cast<size_t>(kTile * padded_k), 0);
+  for (int64_t i = 0; i < rows.count; ++i) {
+    std::memcpy(padded.data() + i * padded_k, rows.first + static_cast<size_t>(i) * a.w_row_bytes,
+                static_cast<size_t>(a.K) * 2);
+  }
+  rows.first = reinterpret_cast<const uint8_t*>(padded.data());
+  rows.stride = static_cast<size_t>(padded_k) * 2;
+  return rows;
+}
+
+// y for x tile t against the weight rows of `rows`, from a stored tile of sums ([row][x row]).
+void write_tile(const MatmulArgs& a, int64_t t, int64_t n0, int64_t count, const float (&out)[kTile][kTile]) {
+  const int64_t m_count = a.M - t * kTile < kTile ? a.M - t * kTile : kTile;
+  for (int64_t i = 0; i < count; ++i) {
+    const float bias = a.bias ? a.bias[n0 + i] : 0.0f;
+    for (int64_t m = 0; m < m_count; ++m) a.y[(t * kTile + m) * a.y_stride + n0 + i] = out[i][m] + bias;
+  }
+}
+
+// x tiles [t_begin, t_end) against one or (kPair) two tiles of 16 bf16 weight rows: tiles 3 and 6
+// sum each output over all of K, 32 elements a tdpbf16ps, chunk after chunk; the pair shares each
+// load of x, and its two chains of sums overlap.
+template <bool kPair>
+void bf16_tile_rows(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t n0, const Bf16Rows& first,
+                    const Bf16Rows& second) {
+  const int64_t chunks = (a.K + kBf16Chunk - 1) / kBf16Chunk;
+  alignas(64) float out[kTile][kTile];
+  for (int64_t t = t_begin; t < t_end; ++t) {
+    const uint8_t* x_tiles = a.x_packed + t * chunks * kXBf16TileBytes;
+    _tile_zero(3);
+    if constexpr (kPair) _tile_zero(6);
+    for (int64_t c = 0; c < chunks; ++c) {
+      _tile_loadd(5, x_tiles + c * kXBf16TileBytes, 64);
+      _tile_loadd(4, first.first + c * kBf16Chunk * 2, static_cast<long>(first.stride));
+      _tile_dpbf16ps(3, 4, 5);
+      if constexpr (kPair) {
+        _tile_loadd(7, second.first + c * kBf16Chunk * 2, static_cast<long>(second.stride));
+        _tile_dpbf16ps(6, 7, 5);
+      }
+    }
+    _tile_stored(3, out, 64);
+    write_tile(a, t, n0, first.count, out);
+    if constexpr (kPair) {
+      _tile_stored(6, out, 64);
+      write_tile(a, t, n0 + kTile, second.count, out);
+    }
+  }
+}
+
+// bf16 weights against x rounded to bf16 (packed as tile 5 wants it). An output's sums involve
+// only its own weight row and x row, in an order that depends only on K: not on M, the tile or
+// the thread.
+void bf16_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  configure_tiles();
+  const int64_t chunks = (a.K + kBf16Chunk - 1) / kBf16Chunk;
+  const int64_t m_tiles = (a.M + kTile - 1) / kTile;
+  const int64_t group = tiles_per_group(chunks * kXBf16TileBytes);
+  thread_local std::vector<uint16_t> padded_first;
+  thread_local std::vector<uint16_t> padded_second;
+  for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
+    const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += 2 * kTile) {
+      const Bf16Rows first = bf16_rows(a, n0, n_end, padded_first);
+      if (n0 + kTile < n_end) {
+        const Bf16Rows second = bf16_rows(a, n0 + kTile, n_end, padded_second);
+        bf16_tile_rows<true>(a, t0, t1, n0, first, second);
+      } else {
+        bf16_tile_rows<false>(a, t0, t1, n0, first, first);
+      }
+    }
+  }
+}
+
+void matmul_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (a.x_packed != nullptr && a.w_type == DType::BF16) return bf16_tiles(a, n_begin, n_end);
+  if (a.x_packed != nullptr && a.w_type == DType::Q8_0) return matmul_tiles<DType::Q8_0>(a, n_begin, n_end);
+  if (a.x_packed != nullptr && a.w_type == DType::Q4_0) return matmul_tiles<DType::Q4_0>(a, n_begin, n_end);
+  avx512_vnni_isa()->matmul(a, n_begin, n_end);
+}
+
+}  // namespace
+}  // namespace ferry::kernels::cpu
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#endif  // x86-64 with GCC or Clang
+
+namespace ferry::kernels::cpu {
+const Isa* amx_isa() {
+#ifdef FERRY_HAVE_AMX
+  static const Isa isa = [] {
+    Isa level = *avx512_vnni_isa();  // everything but the q8_0, q4_0 and bf16 matmuls
+    level.name = "amx";
+    level.matmul = matmul_amx;
+    level.round_row_bf16 = avx512_bf16_isa()->round_row_bf16;
+    level.packed_x_size = packed_x_size;
+    level.pack_x = pack_x;
+    return level;
+  }();
+  return &isa;
+#else
+  return nullptr;
+#endif
+}
+}  // namespace ferry::kernels::cpu
