@@ -187,6 +187,14 @@ TEST(Matmul, ResultDoesNotDependOnThreadsOrBatchRows) {
             EXPECT_EQ(alone, in_batch) << dtype_name(dtype) << " " << level << " " << mode_name(mode) << " K " << K
                                        << " row " << m;
           }
+          // Small batches too: a level may take another path for a few rows (amx: up to 4).
+          for (int64_t rows : {2, 4, 5}) {
+            const std::vector<float> first(xv.begin(), xv.begin() + rows * K);
+            const auto batch = run_matmul(f32_tensor(Shape{rows, K}, first, "xr"), w, nullptr, 1);
+            EXPECT_EQ(batch, std::vector<float>(one.begin(), one.begin() + rows * N))
+                << dtype_name(dtype) << " " << level << " " << mode_name(mode) << " K " << K << " first " << rows
+                << " rows";
+          }
         }
       }
     }
