@@ -94,6 +94,8 @@ void pack_rows(cpu::MatmulArgs& args, const cpu::Isa& isa) {
   thread_local std::vector<float> packed_scale;
   size_t bytes = 0, scales = 0;
   isa.packed_x_size(args, &bytes, &scales);
+  args.x_packed = nullptr;  // not a previous slab's
+  args.x_packed_scale = nullptr;
   if (bytes == 0) return;
   packed.resize(bytes);
   packed_scale.resize(scales);

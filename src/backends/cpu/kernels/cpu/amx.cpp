@@ -1,5 +1,6 @@
-// The amx level: avx512vnni, with q8_0 and q4_0 weights against x rounded to q8_0, and bf16
-// weights against x rounded to bf16, multiplied in Intel AMX tiles (Sapphire Rapids and later).
+// The amx level: avx512bf16, with q8_0 and q4_0 weights against x rounded to q8_0, and bf16
+// weights against x rounded to bf16, multiplied in Intel AMX tiles (Sapphire Rapids and later)
+// wherever x has more than a few rows.
 //
 // Per block of 32 along K, one tdpbssd takes 16 weight rows (tile 1: 16 rows of 32 signed bytes,
 // read straight from q8_0 rows, or from q4_0 rows unpacked to q - 8) against 16 rows of x (tile 2:
@@ -7,42 +8,40 @@
 // the 256 exact block dot products in tile 0. They are stored, and per output
 // acc += f32(dot) * (weight scale * x scale), block after block, with the 16 x rows in the lanes
 // of one vector per weight row. So every output is the same sequence of f32 operations whatever
-// M, the tile it sits in or the thread: results do not depend on them.
+// the tile it sits in or the thread. Up to kMaxVectorRows rows of x (decode) take the vector
+// loops of avx512bf16 instead, the same exact products summed in another order: on this level a
+// row's result alone and in a batch of more than kMaxVectorRows can differ in the last bits.
 //
 // The tiles need the kernel's permission (cpu_features.cpp requests it); a CPU or kernel without
 // AMX never lists this level.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/quant.h"
+#include "backends/cpu/kernels/cpu/x86_intrinsics.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FERRY_HAVE_AMX 1
 
 #if defined(__clang__)
-#pragma clang attribute push(                                                                                          \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8,amx-bf16"))), \
+#pragma clang attribute push(                                                                               \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,amx-tile,amx-int8,amx-bf16"))), \
     apply_to = function)
 #else
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8,amx-bf16")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,amx-tile,amx-int8,amx-bf16")
 #endif
 
 namespace ferry::kernels::cpu {
 namespace {
 
+// Up to this many rows of x (decode, and the few rows of a speculative step) go through the
+// vector loops instead: a 16-row tile would be mostly padding, and packing x costs more than the
+// tiles save (decode measured 25-45% slower through them). The results differ from the tiles' only
+// in the order of the f32 sums.
+constexpr int64_t kMaxVectorRows = 4;
 constexpr int64_t kTile = 16;         // rows of a tile, and int32 columns of the sums' tile
 constexpr int64_t kBlock = 32;        // q8_0 / q4_0 block: the K of one tdpbssd
 constexpr int64_t kXTileBytes = 512;  // one block of 16 x rows in VNNI order: 8 rows of 64 bytes
@@ -63,13 +62,13 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {16, 16, 8, 16, 16, 16, 16, 16};
 };
 
-// Each thread loads the configuration once: it stays in the thread's tile state.
+// Loads the configuration where the thread's current one is another (none yet, or another user's
+// of the tiles, such as the peak probe of bench_kernels): reading it back is cheap.
 void configure_tiles() {
-  thread_local bool configured = false;
-  if (configured) return;
   static const TileConfig config;
-  _tile_loadconfig(&config);
-  configured = true;
+  alignas(64) TileConfig current;
+  _tile_storeconfig(&current);
+  if (std::memcmp(&current, &config, sizeof(TileConfig)) != 0) _tile_loadconfig(&config);
 }
 
 // x's tiles go in groups of about kGroupBytes, which stay in L2 while every weight tile of the
@@ -83,6 +82,7 @@ void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
   *bytes = 0;
   *scales = 0;
+  if (a.M <= kMaxVectorRows) return;  // decode: the avx512bf16 loops, on x unpacked
   if (a.w_type == DType::Q8_0 || a.w_type == DType::Q4_0) {
     *bytes = static_cast<size_t>(m_tiles * (a.K / kBlock) * kXTileBytes);
     *scales = static_cast<size_t>(m_tiles * (a.K / kBlock) * kTile);
@@ -192,139 +192,8 @@ void tile_column(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t n0
   }
 }
 
-// The 16 bytes at p + i * stride for rows i = 0..15, as four vectors with a row in each lane:
-// out[j] holds bytes 4j..4j+3 of row i in lane i. A 4 x 4 transpose of dwords within each 128-bit
-// lane, on rows loaded so that lane l of input k is row 4l + k.
-inline void rows_to_lanes(const uint8_t* p, size_t stride, __m512i out[4]) {
-  __m512i z[4];
-  for (int k = 0; k < 4; ++k) {
-    const auto row = [&](int i) {
-      return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + static_cast<size_t>(i) * stride));
-    };
-    z[k] = _mm512_castsi128_si512(row(k));
-    z[k] = _mm512_inserti32x4(z[k], row(4 + k), 1);
-    z[k] = _mm512_inserti32x4(z[k], row(8 + k), 2);
-    z[k] = _mm512_inserti32x4(z[k], row(12 + k), 3);
-  }
-  const __m512i t0 = _mm512_unpacklo_epi32(z[0], z[1]);
-  const __m512i t1 = _mm512_unpackhi_epi32(z[0], z[1]);
-  const __m512i t2 = _mm512_unpacklo_epi32(z[2], z[3]);
-  const __m512i t3 = _mm512_unpackhi_epi32(z[2], z[3]);
-  out[0] = _mm512_unpacklo_epi64(t0, t2);
-  out[1] = _mm512_unpackhi_epi64(t0, t2);
-  out[2] = _mm512_unpacklo_epi64(t1, t3);
-  out[3] = _mm512_unpackhi_epi64(t1, t3);
-}
-
-// A few rows of x (decode): a 16 x 16 tile would be mostly padding, so vpdpbusd does the blocks'
-// dot products with the 16 weight rows in the lanes (rows_to_lanes) and each x
-// row's four bytes broadcast. The dot products are exact integers, the same as tdpbssd's, and each
-// output then takes the same f32 steps as in tile_column (fma(f32(dot), weight scale * x scale,
-// acc), block after block, plus the bias): results equal the tiles' bit for bit.
-//   q8_0: x + 128 (unsigned) against the signed weights, started from -128 * (the row's sum).
-//   q4_0: the stored nibbles (q + 8, unsigned) against x, started from -8 * (x's block sum).
-template <DType T, int MR>
-void few_rows(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  constexpr int64_t kPrefetchBytes = 1024;
-  constexpr size_t kBlockBytes = T == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
-  const int64_t blocks = a.K / kBlock;
-  // q4_0: -8 * each x block's sum of quants, for every weight tile.
-  thread_local std::vector<int32_t> x_offsets;
-  if constexpr (T == DType::Q4_0) {
-    x_offsets.resize(static_cast<size_t>(MR * blocks));
-    for (int m = 0; m < MR; ++m) {
-      for (int64_t b = 0; b < blocks; ++b) {
-        int32_t sum = 0;
-        for (int64_t k = 0; k < kBlock; ++k) sum += a.xq[m * a.K + b * kBlock + k];
-        x_offsets[static_cast<size_t>(m * blocks + b)] = -8 * sum;
-      }
-    }
-  }
-  thread_local std::vector<uint8_t> tail;
-  for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
-    const uint8_t* base = a.w + static_cast<size_t>(n0) * a.w_row_bytes;
-    const int64_t count = n_end - n0 < kTile ? n_end - n0 : kTile;
-    if (count < kTile) {  // a last partial tile: its rows, then zero rows (zero scales, zero quants)
-      tail.assign(static_cast<size_t>(kTile) * a.w_row_bytes, 0);
-      std::memcpy(tail.data(), base, static_cast<size_t>(count) * a.w_row_bytes);
-      base = tail.data();
-    }
-    __m512 acc[MR];
-    for (__m512& v : acc) v = _mm512_setzero_ps();
-    for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* block = base + b * kBlockBytes;
-      // The 16 rows are 16 streams a row apart, more than the hardware prefetcher ramps up in
-      // time: fetch each kPrefetchBytes ahead (a line per row whenever the reads cross into one).
-      if (a.prefetch && (b * kBlockBytes) / 64 != ((b + 1) * kBlockBytes) / 64) {
-        for (int64_t i = 0; i < kTile; ++i) {
-          __builtin_prefetch(block + i * static_cast<int64_t>(a.w_row_bytes) + kPrefetchBytes, 0, 3);
-        }
-      }
-      // Each row's scale (the gather reads the scale and the byte after it) and quants, a row a lane.
-      alignas(32) uint16_t halves[kTile];
-      for (int64_t i = 0; i < kTile; ++i) std::memcpy(&halves[i], block + i * static_cast<int64_t>(a.w_row_bytes), 2);
-      const __m512 w_scale = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(halves)));
-      constexpr int kWords = kBlock / 4;
-      __m512i w[kWords];
-      __m512i w_start = _mm512_setzero_si512();
-      if constexpr (T == DType::Q8_0) {
-        rows_to_lanes(block + 2, a.w_row_bytes, w);
-        rows_to_lanes(block + 18, a.w_row_bytes, w + 4);
-        for (int j = 0; j < kWords; ++j) {
-          w_start = _mm512_dpbusd_epi32(w_start, _mm512_set1_epi8(static_cast<char>(0x80)), w[j]);
-        }
-        w_start = _mm512_sub_epi32(_mm512_setzero_si512(), w_start);
-      } else {
-        rows_to_lanes(block + 2, a.w_row_bytes, w);
-        for (int j = 0; j < kWords / 2; ++j) {
-          w[j + kWords / 2] = _mm512_and_si512(_mm512_srli_epi32(w[j], 4), _mm512_set1_epi8(15));
-          w[j] = _mm512_and_si512(w[j], _mm512_set1_epi8(15));
-        }
-      }
-      for (int m = 0; m < MR; ++m) {
-        const int8_t* x = a.xq + m * a.K + b * kBlock;
-        __m512i dot;
-        if constexpr (T == DType::Q8_0) {
-          dot = w_start;
-          for (int j = 0; j < kWords; ++j) {
-            int32_t word;
-            std::memcpy(&word, x + 4 * j, 4);
-            const __m512i x_unsigned =
-                _mm512_xor_si512(_mm512_set1_epi32(word), _mm512_set1_epi8(static_cast<char>(0x80)));
-            dot = _mm512_dpbusd_epi32(dot, x_unsigned, w[j]);
-          }
-        } else {
-          dot = _mm512_set1_epi32(x_offsets[static_cast<size_t>(m * blocks + b)]);
-          for (int j = 0; j < kWords; ++j) {
-            int32_t word;
-            std::memcpy(&word, x + 4 * j, 4);
-            dot = _mm512_dpbusd_epi32(dot, w[j], _mm512_set1_epi32(word));
-          }
-        }
-        const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(a.xq_scale[m * blocks + b]));
-        acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, acc[m]);
-      }
-    }
-    const auto lanes = static_cast<__mmask16>((1u << count) - 1u);
-    const __m512 bias = a.bias ? _mm512_maskz_loadu_ps(lanes, a.bias + n0) : _mm512_setzero_ps();
-    for (int m = 0; m < MR; ++m) _mm512_mask_storeu_ps(a.y + m * a.y_stride + n0, lanes, _mm512_add_ps(acc[m], bias));
-  }
-}
-
 template <DType T>
 void matmul_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  switch (a.M) {  // up to 4 rows the tiles would be mostly padding
-    case 1:
-      return few_rows<T, 1>(a, n_begin, n_end);
-    case 2:
-      return few_rows<T, 2>(a, n_begin, n_end);
-    case 3:
-      return few_rows<T, 3>(a, n_begin, n_end);
-    case 4:
-      return few_rows<T, 4>(a, n_begin, n_end);
-    default:
-      break;
-  }
   configure_tiles();
   thread_local std::vector<int8_t> rows;
   thread_local std::vector<float> scales;
@@ -433,11 +302,14 @@ void bf16_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   }
 }
 
+// x packed (more than kMaxVectorRows rows of q8_0, q4_0 or bf16 weights): the tiles. Otherwise
+// the avx512bf16 level's loops: vpdpbusd for q8_0 / q4_0, vdpbf16ps for bf16 (x already rounded
+// to bf16 here, so the same products as the tiles'), and the rest as avx512vnni.
 void matmul_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.x_packed != nullptr && a.w_type == DType::BF16) return bf16_tiles(a, n_begin, n_end);
   if (a.x_packed != nullptr && a.w_type == DType::Q8_0) return matmul_tiles<DType::Q8_0>(a, n_begin, n_end);
   if (a.x_packed != nullptr && a.w_type == DType::Q4_0) return matmul_tiles<DType::Q4_0>(a, n_begin, n_end);
-  avx512_vnni_isa()->matmul(a, n_begin, n_end);
+  avx512_bf16_isa()->matmul(a, n_begin, n_end);
 }
 
 }  // namespace
@@ -455,12 +327,12 @@ namespace ferry::kernels::cpu {
 const Isa* amx_isa() {
 #ifdef FERRY_HAVE_AMX
   static const Isa isa = [] {
-    Isa level = *avx512_vnni_isa();  // everything but the q8_0, q4_0 and bf16 matmuls
+    Isa level = *avx512_bf16_isa();  // everything but the q8_0, q4_0 and bf16 matmuls
     level.name = "amx";
     level.matmul = matmul_amx;
-    level.round_row_bf16 = avx512_bf16_isa()->round_row_bf16;
     level.packed_x_size = packed_x_size;
     level.pack_x = pack_x;
+    level.small_batch_rows = kMaxVectorRows;
     return level;
   }();
   return &isa;

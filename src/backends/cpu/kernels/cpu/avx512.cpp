@@ -1,18 +1,6 @@
 // AVX-512 (F, BW, VL, DQ) + FMA + F16C inner loops: 16 floats per vector, weights converted to
 // f32 in registers (bf16 by a shift, f16 by vcvtph2ps, q8_0/q4_0 as d * q, which is exact), or
 // for q8_0/q4_0 against activations rounded to q8_0, exact integer products per block.
-// GCC 12 reports -Wuninitialized inside its own AVX-512 intrinsics, which start from an undefined
-// vector (GCC bug 105593). Silence it for the intrinsic header's lines only.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 #include <cmath>  // before the target region: std headers must not be compiled for AVX-512
 #include <cstdint>
 #include <cstring>
@@ -20,6 +8,7 @@
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/quant.h"
 #include "backends/cpu/kernels/cpu/quant_blocks.h"
+#include "backends/cpu/kernels/cpu/x86_intrinsics.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FERRY_HAVE_AVX512 1
@@ -40,6 +29,34 @@
 
 namespace ferry::kernels::cpu {
 namespace {
+
+// As quantize_row_q8_0_split: amax / 127 as the step, x / step rounded half away from zero (the
+// vector round goes to even; ties it took toward zero are moved out), NaN to 0.
+void quantize_row_q8_0_avx512(const float* x, int64_t n, int8_t* q, float* scale) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const __m512 v[2] = {_mm512_loadu_ps(x + b * 32), _mm512_loadu_ps(x + b * 32 + 16)};
+    // max(|v|, acc) keeps acc where |v| is NaN, as std::fmax does.
+    __m512 amax = _mm512_setzero_ps();
+    for (const __m512& part : v) amax = _mm512_max_ps(_mm512_andnot_ps(sign, part), amax);
+    const float block_max = _mm512_reduce_max_ps(amax);
+    const float d = block_max / 127.0f;
+    const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
+    scale[b] = q8_0_scale(block_max);
+    for (int part = 0; part < 2; ++part) {
+      const __m512 t = _mm512_mul_ps(v[part], id);
+      __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m512 diff = _mm512_sub_ps(t, r);
+      const __mmask16 tie = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, diff), _mm512_set1_ps(0.5f), _CMP_EQ_OQ) &
+                            _mm512_cmp_ps_mask(_mm512_mul_ps(diff, t), _mm512_setzero_ps(), _CMP_GT_OQ);
+      r = _mm512_mask_add_ps(r, tie, r, _mm512_add_ps(diff, diff));
+      const __mmask16 in_range = _mm512_cmp_ps_mask(r, _mm512_set1_ps(-127.0f), _CMP_GE_OQ) &
+                                 _mm512_cmp_ps_mask(r, _mm512_set1_ps(127.0f), _CMP_LE_OQ);
+      r = _mm512_maskz_mov_ps(in_range, r);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + part * 16), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));
+    }
+  }
+}
 
 void matmul_avx512(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (is_block_type(a.w_type)) return blocks::matmul<Avx512, V512, 4>(a, n_begin, n_end);

@@ -4,20 +4,8 @@
 //               bytes to int16 first and takes one block per instruction;
 //   avx512bf16: also bf16 weights against x rounded to bf16 by vdpbf16ps (32 products per
 //               instruction, no widening), as llama.cpp multiplies bf16 weights on every CPU.
-// Everything else (the other types, f32 activations, attention, conversions) is the avx512 code,
-// instantiated here again for this file's target.
-// GCC 12 reports -Wuninitialized inside its own AVX-512 intrinsics (GCC bug 105593): silenced for
-// the intrinsic header's lines only, as in avx512.cpp.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
+// Everything else (the other types, f32 activations, attention, conversions) is the avx512
+// level's own code (its table's functions).
 #include <cmath>  // before the target region: std headers must not be compiled for AVX-512
 #include <cstdint>
 #include <cstring>
@@ -25,6 +13,7 @@
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/quant.h"
 #include "backends/cpu/kernels/cpu/quant_blocks.h"
+#include "backends/cpu/kernels/cpu/x86_intrinsics.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FERRY_HAVE_AVX512_DOT 1
@@ -224,7 +213,7 @@ void round_row_bf16_avx512(const float* x, int64_t n, uint16_t* out) {
   }
 }
 
-// Levels: which of the two dot-product matmuls the table uses.
+// The two levels' matmul: their dot-product loops where they apply, the avx512 level's elsewhere.
 template <bool kBf16>
 void matmul_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.xq != nullptr && a.w_type == DType::Q8_0) {
@@ -236,18 +225,7 @@ void matmul_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if constexpr (kBf16) {
     if (a.xb != nullptr && a.w_type == DType::BF16) return simd::matmul_with_tile<Bf16DotTile, 4>(a, n_begin, n_end);
   }
-  if (is_block_type(a.w_type)) return blocks::matmul<Avx512, V512, 4>(a, n_begin, n_end);
-  simd::matmul<Avx512, 4>(a, n_begin, n_end);
-}
-
-void row_to_f32_dot(DType type, const void* src, float* dst, int64_t n) {
-  simd::row_to_f32<Avx512>(type, src, dst, n, f16_table(), row_to_f32_scalar);
-}
-void attention_dot(const AttentionHeads& r) {
-  simd::attention<Avx512>(r);
-}
-float sum_f32_dot(const float* p, int64_t n) {
-  return simd::sum_f32<Avx512>(p, n);
+  avx512_isa()->matmul(a, n_begin, n_end);
 }
 
 }  // namespace
@@ -262,10 +240,15 @@ float sum_f32_dot(const float* p, int64_t n) {
 #endif  // x86-64 with GCC or Clang
 
 namespace ferry::kernels::cpu {
+// Both levels are the avx512 level's table with their own matmul (and, for bf16, the rounding of x).
 const Isa* avx512_vnni_isa() {
 #ifdef FERRY_HAVE_AVX512_DOT
-  static const Isa isa{"avx512vnni", matmul_dot<false>,        row_to_f32_dot, attention_dot,
-                       sum_f32_dot,  quantize_row_q8_0_avx512, nullptr};
+  static const Isa isa = [] {
+    Isa level = *avx512_isa();
+    level.name = "avx512vnni";
+    level.matmul = matmul_dot<false>;
+    return level;
+  }();
   return &isa;
 #else
   return nullptr;
@@ -273,8 +256,13 @@ const Isa* avx512_vnni_isa() {
 }
 const Isa* avx512_bf16_isa() {
 #ifdef FERRY_HAVE_AVX512_DOT
-  static const Isa isa{"avx512bf16", matmul_dot<true>,         row_to_f32_dot,       attention_dot,
-                       sum_f32_dot,  quantize_row_q8_0_avx512, round_row_bf16_avx512};
+  static const Isa isa = [] {
+    Isa level = *avx512_isa();
+    level.name = "avx512bf16";
+    level.matmul = matmul_dot<true>;
+    level.round_row_bf16 = round_row_bf16_avx512;
+    return level;
+  }();
   return &isa;
 #else
   return nullptr;

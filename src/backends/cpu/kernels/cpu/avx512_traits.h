@@ -1,5 +1,5 @@
 // The AVX-512 (F, BW, VL, DQ) vector traits that simd_kernels.h and simd_blocks.h are written
-// over, and the q8_0 rounding of activations. Shared by the three AVX-512 levels (avx512.cpp,
+// over. Shared by the three AVX-512 levels (avx512.cpp,
 // avx512_vnni.cpp, avx512_bf16.cpp): include only from inside such a file's target region, after
 // simd_kernels.h and simd_blocks.h. Each file gets its own copy, compiled for its instruction set.
 // Its includes (immintrin.h, <cstdint>, <cstring>, quant.h, quant_blocks.h) come before the region.
@@ -118,34 +118,6 @@ struct Avx512 {
     }
   }
 };
-
-// As quantize_row_q8_0_split: amax / 127 as the step, x / step rounded half away from zero (the
-// vector round goes to even; ties it took toward zero are moved out), NaN to 0.
-void quantize_row_q8_0_avx512(const float* x, int64_t n, int8_t* q, float* scale) {
-  const __m512 sign = _mm512_set1_ps(-0.0f);
-  for (int64_t b = 0; b < n / 32; ++b) {
-    const __m512 v[2] = {_mm512_loadu_ps(x + b * 32), _mm512_loadu_ps(x + b * 32 + 16)};
-    // max(|v|, acc) keeps acc where |v| is NaN, as std::fmax does.
-    __m512 amax = _mm512_setzero_ps();
-    for (const __m512& part : v) amax = _mm512_max_ps(_mm512_andnot_ps(sign, part), amax);
-    const float block_max = _mm512_reduce_max_ps(amax);
-    const float d = block_max / 127.0f;
-    const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
-    scale[b] = q8_0_scale(block_max);
-    for (int part = 0; part < 2; ++part) {
-      const __m512 t = _mm512_mul_ps(v[part], id);
-      __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      const __m512 diff = _mm512_sub_ps(t, r);
-      const __mmask16 tie = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, diff), _mm512_set1_ps(0.5f), _CMP_EQ_OQ) &
-                            _mm512_cmp_ps_mask(_mm512_mul_ps(diff, t), _mm512_setzero_ps(), _CMP_GT_OQ);
-      r = _mm512_mask_add_ps(r, tie, r, _mm512_add_ps(diff, diff));
-      const __mmask16 in_range = _mm512_cmp_ps_mask(r, _mm512_set1_ps(-127.0f), _CMP_GE_OQ) &
-                                 _mm512_cmp_ps_mask(r, _mm512_set1_ps(127.0f), _CMP_LE_OQ);
-      r = _mm512_maskz_mov_ps(in_range, r);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * 32 + part * 16), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));
-    }
-  }
-}
 
 // The super-block code's vectors (simd_blocks.h, V256 states the contract): chunk p of a
 // super-block's first half in the low 256 bits, chunk p of its second half in the high 256, so each

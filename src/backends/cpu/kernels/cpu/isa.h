@@ -13,6 +13,8 @@ namespace ferry::kernels::cpu {
 // y[m, n] = dot(x[m, :], w[n, :]) (+ bias[n]) for m in [0, M), n in [n_begin, n_end).
 // Every output is accumulated in f32 in one fixed order that depends only on K and the ISA (not
 // on M, the n range or the thread count), so results are reproducible for any split of the work.
+// One exception, for speed: the amx level runs up to 4 rows of x (decode) through other loops than
+// a batch of more (amx.cpp), the same products summed in another order.
 struct MatmulArgs {
   DType w_type = DType::F32;  // f32, f16, bf16, q8_0, q4_0, or a block type of quant_blocks.h
   const float* x = nullptr;   // [M, K], rows x_stride floats apart
@@ -97,6 +99,9 @@ struct Isa {
   // a's type and size (both 0: a type it does not pack), and the packing into it. nullptr elsewhere.
   void (*packed_x_size)(const MatmulArgs& a, size_t* bytes, size_t* scales) = nullptr;
   void (*pack_x)(const MatmulArgs& a, uint8_t* packed, float* packed_scale) = nullptr;
+  // Where not 0, batches of up to this many rows of x take other loops than larger ones, so a row
+  // can differ in its last bits between the two (amx: 4). 0: one order for every M.
+  int64_t small_batch_rows = 0;
 };
 
 const Isa& scalar_isa();
