@@ -168,6 +168,7 @@ int run_bench(BenchArgs a) {
     j["model"] = a.run.model;
     j["threads"] = threads;
     j["q8_0_activations"] = q8_activations;
+    j["cpu_simd_level"] = kernels::simd_level();
     j["kv_dtype"] = std::string(dtype_name(model->plan.limits.kv_dtype));
     j["devices"] = a.run.placement.devices;
     j["prompt_tokens"] = a.prompt_tokens;
@@ -197,6 +198,7 @@ int run_bench(BenchArgs a) {
     return 0;
   }
   fmt::print("threads                 {}\n", threads);
+  fmt::print("CPU kernels             {} (FERRY_SIMD)\n", kernels::simd_level());
   fmt::print("quantized weights meet  {} activations (FERRY_Q8_ACTIVATIONS)\n", q8_activations);
   fmt::print("KV cache                {}\n", dtype_name(model->plan.limits.kv_dtype));
   fmt::print("prompt                  {} tokens: {:.1f} tok/s (best of {})\n", a.prompt_tokens, prompt_tps, a.reps);

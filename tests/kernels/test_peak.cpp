@@ -3,6 +3,7 @@
 // assertions: the figures only have meaning side by side, in bench_kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -24,9 +25,15 @@ namespace {
 // Short passes: these tests check that the probes run, not what they measure.
 constexpr double kBriefPass = 1e-4;
 
-constexpr PeakInstruction kInstructions[] = {PeakInstruction::FmaF32, PeakInstruction::Int16Madd,
-                                             PeakInstruction::Int8Maddubs, PeakInstruction::Vnni,
-                                             PeakInstruction::Bf16Dot};
+constexpr PeakInstruction kInstructions[] = {
+    PeakInstruction::FmaF32,  PeakInstruction::Int16Madd, PeakInstruction::Int8Maddubs, PeakInstruction::Vnni,
+    PeakInstruction::Bf16Dot, PeakInstruction::AmxInt8,   PeakInstruction::AmxBf16};
+
+// Whether the amx level is offered: AMX in CPUID and the OS's permission, which only asking tells.
+bool amx_offered() {
+  const auto levels = kernels::available_simd_levels();
+  return std::find(levels.begin(), levels.end(), "amx") != levels.end();
+}
 
 // Whether this CPU runs `instruction` `bits` wide, decided here independently of peak.cpp.
 bool cpu_runs(PeakInstruction instruction, int bits) {
@@ -51,6 +58,9 @@ bool cpu_runs(PeakInstruction instruction, int bits) {
       return wide ? avx512vnni : avxvnni || (avx2 && avx512vl && avx512vnni);
     case PeakInstruction::Bf16Dot:
       return wide ? avx512bf16 : avx2 && avx512vl && avx512bf16;
+    case PeakInstruction::AmxInt8:
+    case PeakInstruction::AmxBf16:
+      return wide && amx_offered();
     case PeakInstruction::Count:
       break;
   }
@@ -69,6 +79,8 @@ TEST(PeakInstruction, NamesEveryInstruction) {
   EXPECT_STREQ(kernels::peak_instruction_name(PeakInstruction::Int8Maddubs), "int8_maddubs");
   EXPECT_STREQ(kernels::peak_instruction_name(PeakInstruction::Vnni), "vnni_dot");
   EXPECT_STREQ(kernels::peak_instruction_name(PeakInstruction::Bf16Dot), "bf16_dot");
+  EXPECT_STREQ(kernels::peak_instruction_name(PeakInstruction::AmxInt8), "amx_int8");
+  EXPECT_STREQ(kernels::peak_instruction_name(PeakInstruction::AmxBf16), "amx_bf16");
 }
 
 TEST(PeakPrefillInstruction, NoneAtScalarOrAnUnknownLevel) {
@@ -93,13 +105,14 @@ TEST(PeakPrefillInstruction, FollowsTheWeightTypeAndLevel) {
       {DType::BF16, "avx2vnni", PeakInstruction::FmaF32},
       {DType::BF16, "avx512vnni", PeakInstruction::FmaF32},
       {DType::BF16, "avx512bf16", PeakInstruction::Bf16Dot},
-      {DType::BF16, "amx", PeakInstruction::Bf16Dot},
+      {DType::BF16, "amx", PeakInstruction::AmxBf16},
       {DType::Q8_0, "avx2", PeakInstruction::Int16Madd},
       {DType::Q4_0, "avx512", PeakInstruction::Int16Madd},
       {DType::Q8_0, "avx2vnni", PeakInstruction::Vnni},
       {DType::Q4_0, "avx512vnni", PeakInstruction::Vnni},
       {DType::Q8_0, "avx512bf16", PeakInstruction::Vnni},
-      {DType::Q4_0, "amx", PeakInstruction::Vnni},
+      {DType::Q4_0, "amx", PeakInstruction::AmxInt8},
+      {DType::Q8_0, "amx", PeakInstruction::AmxInt8},
       {DType::Q4_1, "avx2", PeakInstruction::Int8Maddubs},
       {DType::Q5_0, "avx2vnni", PeakInstruction::Int8Maddubs},
       {DType::IQ4_NL, "avx512", PeakInstruction::Int8Maddubs},

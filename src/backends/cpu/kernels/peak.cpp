@@ -4,22 +4,13 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FERRY_PEAK_X86 1
-// GCC 12 reports -Wuninitialized inside its own AVX-512 intrinsics, which start from an undefined
-// vector (GCC bug 105593). Silence it for the intrinsic header's lines only (as cpu/avx512.cpp).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "backends/cpu/kernels/cpu/x86_intrinsics.h"
 #endif
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <iterator>
 #include <vector>
 
@@ -43,11 +34,13 @@ struct Level {
   int bits;
   bool vnni;  // q8_0 and q4_0 use vpdpbusd
   bool bf16;  // bf16 weights use vdpbf16ps
+  bool amx;   // prefill of q8_0, q4_0 and bf16 uses AMX tiles
 };
 constexpr Level kLevels[] = {
-    {"scalar", 0, false, false},   {"avx2", 256, false, false},      {"avx2vnni", 256, true, false},
-    {"avx512", 512, false, false}, {"avx512vnni", 512, true, false}, {"avx512bf16", 512, true, true},
-    {"amx", 512, true, true},  // no AMX tile probe yet: as avx512bf16
+    {"scalar", 0, false, false, false},      {"avx2", 256, false, false, false},
+    {"avx2vnni", 256, true, false, false},   {"avx512", 512, false, false, false},
+    {"avx512vnni", 512, true, false, false}, {"avx512bf16", 512, true, true, false},
+    {"amx", 512, true, true, true},
 };
 
 const Level* find_level(std::string_view name) {
@@ -69,6 +62,14 @@ double expected_checksum(int lanes) {
   return static_cast<double>(lanes) * kAccumulators * (kAccumulators + 1) / 2;
 }
 
+// The AMX probes' accumulators are kAmxSums tiles of 16 x 16 lanes that start at 1, 2, ...
+constexpr int kAmxSums = 4;
+constexpr double kAmxChecksum = 256.0 * kAmxSums * (kAmxSums + 1) / 2;
+
+bool is_amx(PeakInstruction instruction) {
+  return instruction == PeakInstruction::AmxInt8 || instruction == PeakInstruction::AmxBf16;
+}
+
 #if defined(FERRY_PEAK_X86)
 
 // Operations per instruction, a multiply-add counting 2 (the products the instruction multiplies
@@ -80,7 +81,9 @@ double expected_checksum(int lanes) {
 //   into the accumulators: 64 x 2 = 128 per vpmaddubsw.
 // - vpdpbusd: 16 int32 lanes, each adding 4 u8 x s8 products: 64 x 2 = 128.
 // - vdpbf16ps: 16 f32 lanes, each adding 2 bf16 products: 32 x 2 = 64.
-constexpr int kOps512[] = {32, 64, 128, 128, 64};
+// - tdpbssd: 16 x 16 int32 sums, each adding 64 s8 products: 16384 x 2 = 32768.
+// - tdpbf16ps: 16 x 16 f32 sums, each adding 32 bf16 products: 8192 x 2 = 16384.
+constexpr int kOps512[] = {32, 64, 128, 128, 64, 32768, 16384};
 static_assert(std::size(kOps512) == static_cast<size_t>(PeakInstruction::Count));
 
 // Each loop step is one asm statement per accumulator (AT&T operand order: sources, then the
@@ -327,6 +330,71 @@ __attribute__((target("avx2,avx512f,avx512vl,avx512bf16"))) double bf16_dot_256(
   return sum;
 }
 
+// AMX: kAccumulators tile products per iteration, into kAmxSums sum tiles in turn (independent
+// chains), from two source tiles of zeros. Palette 1, every tile 16 rows of 64 bytes. The probe
+// loads its own tile configuration and releases the tiles after it (the kernels load theirs
+// whenever the current one is not theirs: cpu/amx.cpp).
+struct alignas(64) ProbeTiles {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64};
+  uint8_t rows[16] = {16, 16, 16, 16, 16, 16};
+};
+
+template <bool kBf16>
+__attribute__((target("amx-tile,amx-int8,amx-bf16"))) double amx_probe(int64_t iterations) {
+  static const ProbeTiles config;
+  alignas(64) static const uint8_t zeros[16 * 64] = {};
+  alignas(64) int32_t sums[kAmxSums][16 * 16];
+  for (int t = 0; t < kAmxSums; ++t) {
+    for (int32_t& v : sums[t]) v = kBf16 ? 0 : t + 1;
+    if constexpr (kBf16) {
+      for (int32_t& v : sums[t]) {
+        const float f = static_cast<float>(t + 1);
+        std::memcpy(&v, &f, 4);
+      }
+    }
+  }
+  _tile_loadconfig(&config);
+  _tile_loadd(0, sums[0], 64);
+  _tile_loadd(1, sums[1], 64);
+  _tile_loadd(2, sums[2], 64);
+  _tile_loadd(3, sums[3], 64);
+  _tile_loadd(4, zeros, 64);
+  _tile_loadd(5, zeros, 64);
+  static_assert(kAccumulators % kAmxSums == 0, "whole rounds over the sum tiles");
+  for (int64_t it = 0; it < iterations; ++it) {
+    for (int round = 0; round < kAccumulators / kAmxSums; ++round) {
+      if constexpr (kBf16) {
+        _tile_dpbf16ps(0, 4, 5);
+        _tile_dpbf16ps(1, 4, 5);
+        _tile_dpbf16ps(2, 4, 5);
+        _tile_dpbf16ps(3, 4, 5);
+      } else {
+        _tile_dpbssd(0, 4, 5);
+        _tile_dpbssd(1, 4, 5);
+        _tile_dpbssd(2, 4, 5);
+        _tile_dpbssd(3, 4, 5);
+      }
+    }
+  }
+  _tile_stored(0, sums[0], 64);
+  _tile_stored(1, sums[1], 64);
+  _tile_stored(2, sums[2], 64);
+  _tile_stored(3, sums[3], 64);
+  _tile_release();
+  double sum = 0.0;
+  for (const auto& tile : sums) {
+    for (int32_t v : tile) {
+      float f;
+      std::memcpy(&f, &v, 4);
+      sum += kBf16 ? static_cast<double>(f) : v;
+    }
+  }
+  return sum;
+}
+
 // The probe for `instruction` at `bits`, or nullptr where this CPU lacks it.
 ProbeFn probe_for(PeakInstruction instruction, int bits) {
   const CpuFeatures& f = cpu_features();
@@ -348,6 +416,10 @@ ProbeFn probe_for(PeakInstruction instruction, int bits) {
     case PeakInstruction::Bf16Dot:
       if (wide) return f.avx512_bf16 ? bf16_dot_512 : nullptr;
       return f.avx512_bf16 ? bf16_dot_256 : nullptr;
+    case PeakInstruction::AmxInt8:
+      return wide && f.amx ? amx_probe<false> : nullptr;
+    case PeakInstruction::AmxBf16:
+      return wide && f.amx ? amx_probe<true> : nullptr;
     case PeakInstruction::Count:
       break;
   }
@@ -377,7 +449,8 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 const char* peak_instruction_name(PeakInstruction instruction) {
-  static constexpr const char* kNames[] = {"fma_f32", "int16_madd", "int8_maddubs", "vnni_dot", "bf16_dot"};
+  static constexpr const char* kNames[] = {"fma_f32",  "int16_madd", "int8_maddubs", "vnni_dot",
+                                           "bf16_dot", "amx_int8",   "amx_bf16"};
   static_assert(std::size(kNames) == static_cast<size_t>(PeakInstruction::Count));
   const auto i = static_cast<size_t>(instruction);
   return i < std::size(kNames) ? kNames[i] : "unknown";
@@ -400,7 +473,7 @@ double measure_peak_ops(PeakInstruction instruction, std::string_view simd_level
   if (level->bits == 0) return 0.0;
   const ProbeFn probe = probe_for(instruction, level->bits);
   if (probe == nullptr) return 0.0;
-  const double expected = expected_checksum(level->bits / 32);
+  const double expected = is_amx(instruction) ? kAmxChecksum : expected_checksum(level->bits / 32);
   const auto check = [&](double checksum) {
     // Always true, but the compiler cannot know it: the loops must run.
     if (checksum != expected) {
@@ -445,9 +518,11 @@ std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_vie
     case DType::F16:
       return PeakInstruction::FmaF32;
     case DType::BF16:
+      if (level->amx) return PeakInstruction::AmxBf16;
       return level->bf16 ? PeakInstruction::Bf16Dot : PeakInstruction::FmaF32;
     case DType::Q8_0:
     case DType::Q4_0:
+      if (level->amx) return PeakInstruction::AmxInt8;
       return level->vnni ? PeakInstruction::Vnni : PeakInstruction::Int16Madd;
     case DType::Q4_1:
     case DType::Q5_0:

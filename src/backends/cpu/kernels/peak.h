@@ -19,10 +19,12 @@ enum class PeakInstruction {
   Int8Maddubs,  // vpmaddubsw + vpmaddwd (ones) + vpaddd: the int8 dot product before VNNI
   Vnni,         // vpdpbusd: u8 x s8 products summed in fours into int32 (AVX512-VNNI or AVX-VNNI)
   Bf16Dot,      // vdpbf16ps: bf16 products summed in pairs into f32 (AVX512-BF16)
+  AmxInt8,      // tdpbssd: a 16 x 64 by 64 x 16 tile product of s8, into int32 (AMX-INT8)
+  AmxBf16,      // tdpbf16ps: a 16 x 32 by 32 x 16 tile product of bf16, into f32 (AMX-BF16)
   Count,
 };
 
-// "fma_f32", "int16_madd", "int8_maddubs", "vnni_dot", "bf16_dot".
+// "fma_f32", "int16_madd", "int8_maddubs", "vnni_dot", "bf16_dot", "amx_int8", "amx_bf16".
 const char* peak_instruction_name(PeakInstruction instruction);
 
 // Operations per second (a multiply-add counts 2: the convention of a matmul's 2 * M * N * K) that
@@ -35,9 +37,9 @@ double measure_peak_ops(PeakInstruction instruction, std::string_view simd_level
                         double seconds_per_pass = 0.02);
 
 // The instruction the CPU matmul's prefill inner loop is built on for weights of `w_type` at
-// `simd_level`: f32 and f16 FmaF32; bf16 Bf16Dot at avx512bf16 and amx, FmaF32 below; q8_0 and
-// q4_0 Vnni at the VNNI levels (avx2vnni, avx512vnni, avx512bf16, amx), Int16Madd at avx2 and
-// avx512; the other block types Int8Maddubs. std::nullopt at "scalar", for an unknown level and
+// `simd_level`: f32 and f16 FmaF32; bf16 AmxBf16 at amx, Bf16Dot at avx512bf16, FmaF32 below;
+// q8_0 and q4_0 AmxInt8 at amx, Vnni at the VNNI levels (avx2vnni, avx512vnni, avx512bf16),
+// Int16Madd at avx2 and avx512; the other block types Int8Maddubs. std::nullopt at "scalar", for an unknown level and
 // for a type that is not a weight type.
 std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_view simd_level);
 
