@@ -216,6 +216,16 @@ TEST(Matmul, ResultDoesNotDependOnThreadsOrBatchRows) {
           EXPECT_EQ(one, run_matmul(x, w, nullptr, 3)) << dtype_name(dtype) << " " << level;
           const std::string where =
               std::string(dtype_name(dtype)) + " " + level + " " + mode_name(mode) + " K " + std::to_string(K);
+          // The batch with rows appended: its first rows are the same bits, also where the extra
+          // rows change how the rows fall into slabs (at K = kRoundedRowsSlabBytes / 16, the last
+          // slab of 1 row becomes one of 5).
+          {
+            std::vector<float> longer = xv;
+            const auto extra = random_floats(static_cast<size_t>(4 * K), 55);
+            longer.insert(longer.end(), extra.begin(), extra.end());
+            const auto more = run_matmul(f32_tensor(Shape{M + 4, K}, longer, "x21"), w, nullptr, 2);
+            EXPECT_EQ(std::vector<float>(more.begin(), more.begin() + M * N), one) << where << " rows of " << M + 4;
+          }
           std::vector<float> row0_alone;
           for (int64_t m : {0, 5, 16}) {
             const std::vector<float> row(xv.begin() + m * K, xv.begin() + (m + 1) * K);

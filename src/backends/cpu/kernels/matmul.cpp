@@ -174,6 +174,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
   args.w_type = w.dtype();
   args.x = x.data_as<const float>();
   args.M = x.shape().rows();
+  args.call_rows = args.M;
   args.K = K;
   args.x_stride = K;
   args.w = static_cast<const uint8_t*>(w.data());

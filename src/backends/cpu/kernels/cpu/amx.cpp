@@ -37,8 +37,8 @@
 namespace ferry::kernels::cpu {
 namespace {
 
-// Up to this many rows of x (decode, and the few rows of a speculative step) go through the
-// vector loops instead: a 16-row tile would be mostly padding, and packing x costs more than the
+// Matmul calls of up to this many rows of x (decode, and the few rows of a speculative step) go
+// through the vector loops instead: a 16-row tile would be mostly padding, and packing x costs more than the
 // tiles save (decode measured 25-45% slower through them). The results differ from the tiles' only
 // in the order of the f32 sums.
 constexpr int64_t kMaxVectorRows = 4;
@@ -82,7 +82,7 @@ void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
   *bytes = 0;
   *scales = 0;
-  if (a.M <= kMaxVectorRows) return;  // decode: the avx512bf16 loops, on x unpacked
+  if (a.call_rows <= kMaxVectorRows) return;  // decode: the avx512bf16 loops, on x unpacked
   if (a.w_type == DType::Q8_0 || a.w_type == DType::Q4_0) {
     *bytes = static_cast<size_t>(m_tiles * (a.K / kBlock) * kXTileBytes);
     *scales = static_cast<size_t>(m_tiles * (a.K / kBlock) * kTile);

@@ -19,6 +19,10 @@ struct MatmulArgs {
   DType w_type = DType::F32;  // f32, f16, bf16, q8_0, q4_0, or a block type of quant_blocks.h
   const float* x = nullptr;   // [M, K], rows x_stride floats apart
   int64_t M = 0;
+  // The rows of the whole matmul call, of which these M are a slab (matmul.cpp rounds x a slab at
+  // a time): what decides a level's small-batch loops (Isa::small_batch_rows), so a row takes
+  // the same loops whichever slab it falls in.
+  int64_t call_rows = 0;
   int64_t K = 0;
   int64_t x_stride = 0;
   const uint8_t* w = nullptr;  // [N, K] in w_type, rows w_row_bytes apart
