@@ -102,19 +102,17 @@ TEST(PeakPrefillInstruction, FollowsTheWeightTypeAndLevel) {
       {DType::F16, "avx512bf16", PeakInstruction::FmaF32},
       {DType::F32, "amx", PeakInstruction::FmaF32},
       {DType::BF16, "avx2", PeakInstruction::FmaF32},
-      {DType::BF16, "avx2vnni", PeakInstruction::FmaF32},
       {DType::BF16, "avx512vnni", PeakInstruction::FmaF32},
       {DType::BF16, "avx512bf16", PeakInstruction::Bf16Dot},
       {DType::BF16, "amx", PeakInstruction::AmxBf16},
       {DType::Q8_0, "avx2", PeakInstruction::Int16Madd},
       {DType::Q4_0, "avx512", PeakInstruction::Int16Madd},
-      {DType::Q8_0, "avx2vnni", PeakInstruction::Vnni},
       {DType::Q4_0, "avx512vnni", PeakInstruction::Vnni},
       {DType::Q8_0, "avx512bf16", PeakInstruction::Vnni},
       {DType::Q4_0, "amx", PeakInstruction::AmxInt8},
       {DType::Q8_0, "amx", PeakInstruction::AmxInt8},
       {DType::Q4_1, "avx2", PeakInstruction::Int8Maddubs},
-      {DType::Q5_0, "avx2vnni", PeakInstruction::Int8Maddubs},
+      {DType::Q5_0, "avx2", PeakInstruction::Int8Maddubs},
       {DType::IQ4_NL, "avx512", PeakInstruction::Int8Maddubs},
       {DType::Q2_K, "avx512vnni", PeakInstruction::Int8Maddubs},
       {DType::Q4_K, "avx512bf16", PeakInstruction::Int8Maddubs},
@@ -141,7 +139,7 @@ TEST(PeakProbe, FmaRunsAtEveryAvailableVectorLevel) {
 
 TEST(PeakProbe, RunsEachInstructionExactlyWhereTheCpuHasIt) {
   ThreadPool pool(2);
-  for (const char* level : {"avx2", "avx2vnni", "avx512", "avx512vnni", "avx512bf16", "amx"}) {
+  for (const char* level : {"avx2", "avx512", "avx512vnni", "avx512bf16", "amx"}) {
     const int bits = std::string(level).starts_with("avx2") ? 256 : 512;
     for (PeakInstruction instruction : kInstructions) {
       const double ops = kernels::measure_peak_ops(instruction, level, pool, kBriefPass);

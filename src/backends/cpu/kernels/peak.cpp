@@ -14,6 +14,7 @@
 #include <iterator>
 #include <vector>
 
+#include "backends/cpu/kernels/cpu/amx_tiles.h"
 #include "backends/cpu/kernels/cpu_features.h"
 #include "core/error.h"
 
@@ -37,10 +38,9 @@ struct Level {
   bool amx;   // prefill of q8_0, q4_0 and bf16 uses AMX tiles
 };
 constexpr Level kLevels[] = {
-    {"scalar", 0, false, false, false},      {"avx2", 256, false, false, false},
-    {"avx2vnni", 256, true, false, false},   {"avx512", 512, false, false, false},
-    {"avx512vnni", 512, true, false, false}, {"avx512bf16", 512, true, true, false},
-    {"amx", 512, true, true, true},
+    {"scalar", 0, false, false, false},     {"avx2", 256, false, false, false},
+    {"avx512", 512, false, false, false},   {"avx512vnni", 512, true, false, false},
+    {"avx512bf16", 512, true, true, false}, {"amx", 512, true, true, true},
 };
 
 const Level* find_level(std::string_view name) {
@@ -334,17 +334,12 @@ __attribute__((target("avx2,avx512f,avx512vl,avx512bf16"))) double bf16_dot_256(
 // chains), from two source tiles of zeros. Palette 1, every tile 16 rows of 64 bytes. The probe
 // loads its own tile configuration and releases the tiles after it (the kernels load theirs
 // whenever the current one is not theirs: cpu/amx.cpp).
-struct alignas(64) ProbeTiles {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {64, 64, 64, 64, 64, 64};
-  uint8_t rows[16] = {16, 16, 16, 16, 16, 16};
-};
+constexpr cpu::AmxTileConfig kProbeTiles =
+    cpu::AmxTileConfig{}.tile(0, 16, 64).tile(1, 16, 64).tile(2, 16, 64).tile(3, 16, 64).tile(4, 16, 64).tile(5, 16,
+                                                                                                              64);
 
 template <bool kBf16>
 __attribute__((target("amx-tile,amx-int8,amx-bf16"))) double amx_probe(int64_t iterations) {
-  static const ProbeTiles config;
   alignas(64) static const uint8_t zeros[16 * 64] = {};
   alignas(64) int32_t sums[kAmxSums][16 * 16];
   for (int t = 0; t < kAmxSums; ++t) {
@@ -356,7 +351,7 @@ __attribute__((target("amx-tile,amx-int8,amx-bf16"))) double amx_probe(int64_t i
       }
     }
   }
-  _tile_loadconfig(&config);
+  _tile_loadconfig(&kProbeTiles);
   _tile_loadd(0, sums[0], 64);
   _tile_loadd(1, sums[1], 64);
   _tile_loadd(2, sums[2], 64);
@@ -467,7 +462,7 @@ double measure_peak_ops(PeakInstruction instruction, std::string_view simd_level
   const Level* level = find_level(simd_level);
   if (level == nullptr) {
     fail(ErrorKind::Usage,
-         "measure_peak_ops: unknown SIMD level '{}': use scalar, avx2, avx2vnni, avx512, avx512vnni, avx512bf16 or amx",
+         "measure_peak_ops: unknown SIMD level '{}': use scalar, avx2, avx512, avx512vnni, avx512bf16 or amx",
          simd_level);
   }
   if (level->bits == 0) return 0.0;

@@ -29,7 +29,7 @@ const char* peak_instruction_name(PeakInstruction instruction);
 
 // Operations per second (a multiply-add counts 2: the convention of a matmul's 2 * M * N * K) that
 // the pool's threads reach together issuing only `instruction`, at the vector width `simd_level`
-// uses (avx2, avx2vnni: 256-bit; avx512, avx512vnni, avx512bf16, amx: 512-bit), on independent
+// uses (avx2: 256-bit; avx512, avx512vnni, avx512bf16, amx: 512-bit), on independent
 // accumulators; the best of a few passes of about `seconds_per_pass` each. 0 when this CPU cannot
 // run the instruction at that width, and at "scalar". Error(Usage) for an unknown level or a
 // `seconds_per_pass` that is not positive.
@@ -38,7 +38,7 @@ double measure_peak_ops(PeakInstruction instruction, std::string_view simd_level
 
 // The instruction the CPU matmul's prefill inner loop is built on for weights of `w_type` at
 // `simd_level`: f32 and f16 FmaF32; bf16 AmxBf16 at amx, Bf16Dot at avx512bf16, FmaF32 below;
-// q8_0 and q4_0 AmxInt8 at amx, Vnni at the VNNI levels (avx2vnni, avx512vnni, avx512bf16),
+// q8_0 and q4_0 AmxInt8 at amx, Vnni at the VNNI levels (avx512vnni, avx512bf16),
 // Int16Madd at avx2 and avx512; the other block types Int8Maddubs. std::nullopt at "scalar", for an unknown level and
 // for a type that is not a weight type.
 std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_view simd_level);

@@ -18,9 +18,28 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/kernels/cpu/amx_tiles.h"
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/quant.h"
 #include "backends/cpu/kernels/cpu/x86_intrinsics.h"
+
+namespace ferry::kernels::cpu {
+namespace {
+
+// This thread's scratch buffers, here before the target region: std:: templates instantiated in
+// it would be compiled for AMX and AVX-512, and the linker may keep that copy for other files too.
+enum class Scratch { WeightRows, WeightScales, PaddedFirst, PaddedSecond, Count };
+
+[[maybe_unused]] void* scratch(Scratch which, size_t bytes, bool zeroed) {
+  thread_local std::vector<uint8_t> buffers[static_cast<size_t>(Scratch::Count)];
+  std::vector<uint8_t>& buffer = buffers[static_cast<size_t>(which)];
+  if (buffer.size() < bytes) buffer.resize(bytes);
+  if (zeroed) std::memset(buffer.data(), 0, bytes);
+  return buffer.data();
+}
+
+}  // namespace
+}  // namespace ferry::kernels::cpu
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FERRY_HAVE_AMX 1
@@ -49,26 +68,27 @@ constexpr int64_t kXTileBytes = 512;  // one block of 16 x rows in VNNI order: 8
 constexpr int64_t kBf16Chunk = 32;         // bf16 elements of K per tdpbf16ps
 constexpr int64_t kXBf16TileBytes = 1024;  // one chunk of 16 x rows in pairs: 16 rows of 64 bytes
 
-// Palette 1. q8_0 / q4_0: tile 0 the int32 sums (16 x 16), tile 1 the weights (16 rows x 32
-// bytes), tile 2 x (8 rows x 64 bytes: row r holds bytes 4r..4r+3 of each of the 16 x rows).
+// q8_0 / q4_0: tile 0 the int32 sums (16 x 16), tile 1 the weights (16 rows x 32 bytes), tile 2 x
+// (8 rows x 64 bytes: row r holds bytes 4r..4r+3 of each of the 16 x rows).
 // bf16: tiles 3 and 6 the f32 sums (16 x 16) of two tiles of weight rows, tiles 4 and 7 their
 // weights (16 rows x 32 bf16), tile 5 x (16 rows x 64 bytes: row r holds elements 2r, 2r + 1 of
 // each of the 16 x rows).
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {64, 32, 64, 64, 64, 64, 64, 64};
-  uint8_t rows[16] = {16, 16, 8, 16, 16, 16, 16, 16};
-};
+constexpr AmxTileConfig kTiles = AmxTileConfig{}
+                                     .tile(0, 16, 64)
+                                     .tile(1, 16, 32)
+                                     .tile(2, 8, 64)
+                                     .tile(3, 16, 64)
+                                     .tile(4, 16, 64)
+                                     .tile(5, 16, 64)
+                                     .tile(6, 16, 64)
+                                     .tile(7, 16, 64);
 
 // Loads the configuration where the thread's current one is another (none yet, or another user's
 // of the tiles, such as the peak probe of bench_kernels): reading it back is cheap.
 void configure_tiles() {
-  static const TileConfig config;
-  alignas(64) TileConfig current;
+  AmxTileConfig current;
   _tile_storeconfig(&current);
-  if (std::memcmp(&current, &config, sizeof(TileConfig)) != 0) _tile_loadconfig(&config);
+  if (std::memcmp(&current, &kTiles, sizeof(AmxTileConfig)) != 0) _tile_loadconfig(&kTiles);
 }
 
 // x's tiles go in groups of about kGroupBytes, which stay in L2 while every weight tile of the
@@ -159,6 +179,15 @@ void unpack_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, bool copy_ro
   }
 }
 
+// y for x tile t and weight rows [n0, n0 + count), from the tile of results out[weight row][x row].
+void write_tile(const MatmulArgs& a, int64_t t, int64_t n0, int64_t count, const float (&out)[kTile][kTile]) {
+  const int64_t m_count = a.M - t * kTile < kTile ? a.M - t * kTile : kTile;
+  for (int64_t i = 0; i < count; ++i) {
+    const float bias = a.bias ? a.bias[n0 + i] : 0.0f;
+    for (int64_t m = 0; m < m_count; ++m) a.y[(t * kTile + m) * a.y_stride + n0 + i] = out[i][m] + bias;
+  }
+}
+
 // Outputs [n0, n0 + 16) of x's tiles [t_begin, t_end) (rows [n0, n_end) written), weights given as `rows`
 // (tile-1 rows `stride` bytes apart, blocks `block_step` apart) and their scales [block][16].
 void tile_column(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t n0, int64_t n_end, const int8_t* rows,
@@ -184,68 +213,54 @@ void tile_column(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t n0
       }
     }
     for (int64_t i = 0; i < kTile; ++i) _mm512_store_ps(out[i], acc[i]);
-    const int64_t m_count = a.M - t * kTile < kTile ? a.M - t * kTile : kTile;
-    for (int64_t i = 0; i < kTile && n0 + i < n_end; ++i) {
-      const float bias = a.bias ? a.bias[n0 + i] : 0.0f;
-      for (int64_t m = 0; m < m_count; ++m) a.y[(t * kTile + m) * a.y_stride + n0 + i] = out[i][m] + bias;
-    }
+    write_tile(a, t, n0, n_end - n0 < kTile ? n_end - n0 : kTile, out);
   }
 }
 
 template <DType T>
 void matmul_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   configure_tiles();
-  thread_local std::vector<int8_t> rows;
-  thread_local std::vector<float> scales;
-  rows.resize(static_cast<size_t>(kTile * a.K));
-  scales.resize(static_cast<size_t>(a.K / kBlock * kTile));
+  auto* rows = static_cast<int8_t*>(scratch(Scratch::WeightRows, static_cast<size_t>(kTile * a.K), false));
+  auto* scales =
+      static_cast<float*>(scratch(Scratch::WeightScales, static_cast<size_t>(a.K / kBlock * kTile) * 4, false));
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
   const int64_t group = tiles_per_group(a.K / kBlock * kXTileBytes);
   for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
     const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
     for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
       const bool direct = T == DType::Q8_0 && n0 + kTile <= n_end;
-      unpack_weights<T>(a, n0, n_end, !direct, rows.data(), scales.data());
+      unpack_weights<T>(a, n0, n_end, !direct, rows, scales);
       if (direct) {
         // Whole q8_0 tiles load straight from the weight rows: 32 quants 2 bytes into each block.
         const auto* first = reinterpret_cast<const int8_t*>(a.w + static_cast<size_t>(n0) * a.w_row_bytes + 2);
-        tile_column(a, t0, t1, n0, n_end, first, a.w_row_bytes, sizeof(BlockQ8_0), scales.data());
+        tile_column(a, t0, t1, n0, n_end, first, a.w_row_bytes, sizeof(BlockQ8_0), scales);
       } else {
-        tile_column(a, t0, t1, n0, n_end, rows.data(), static_cast<size_t>(a.K), kBlock, scales.data());
+        tile_column(a, t0, t1, n0, n_end, rows, static_cast<size_t>(a.K), kBlock, scales);
       }
     }
   }
 }
 
 // Sixteen bf16 weight rows from n0 as tile 4 (or 7) loads them: straight from the tensor, or, for
-// a last partial tile of rows or a K that is not whole chunks, from a zero-padded copy in `padded`.
+// a last partial tile of rows or a K that is not whole chunks, from a zero-padded copy in `buffer`.
 struct Bf16Rows {
   const uint8_t* first = nullptr;
   size_t stride = 0;
   int64_t count = 0;
 };
 
-Bf16Rows bf16_rows(const MatmulArgs& a, int64_t n0, int64_t n_end, std::vector<uint16_t>& padded) {
+Bf16Rows bf16_rows(const MatmulArgs& a, int64_t n0, int64_t n_end, Scratch buffer) {
   Bf16Rows rows{a.w + static_cast<size_t>(n0) * a.w_row_bytes, a.w_row_bytes, n_end - n0 < kTile ? n_end - n0 : kTile};
   if (rows.count == kTile && a.K % kBf16Chunk == 0) return rows;
   const int64_t padded_k = (a.K + kBf16Chunk - 1) / kBf16Chunk * kBf16Chunk;
-  padded.assign(static_cast<size_t>(kTile * padded_k), 0);
+  auto* padded = static_cast<uint16_t*>(scratch(buffer, static_cast<size_t>(kTile * padded_k) * 2, true));
   for (int64_t i = 0; i < rows.count; ++i) {
-    std::memcpy(padded.data() + i * padded_k, rows.first + static_cast<size_t>(i) * a.w_row_bytes,
+    std::memcpy(padded + i * padded_k, rows.first + static_cast<size_t>(i) * a.w_row_bytes,
                 static_cast<size_t>(a.K) * 2);
   }
-  rows.first = reinterpret_cast<const uint8_t*>(padded.data());
+  rows.first = reinterpret_cast<const uint8_t*>(padded);
   rows.stride = static_cast<size_t>(padded_k) * 2;
   return rows;
-}
-
-// y for x tile t against the weight rows of `rows`, from a stored tile of sums ([row][x row]).
-void write_tile(const MatmulArgs& a, int64_t t, int64_t n0, int64_t count, const float (&out)[kTile][kTile]) {
-  const int64_t m_count = a.M - t * kTile < kTile ? a.M - t * kTile : kTile;
-  for (int64_t i = 0; i < count; ++i) {
-    const float bias = a.bias ? a.bias[n0 + i] : 0.0f;
-    for (int64_t m = 0; m < m_count; ++m) a.y[(t * kTile + m) * a.y_stride + n0 + i] = out[i][m] + bias;
-  }
 }
 
 // x tiles [t_begin, t_end) against one or (kPair) two tiles of 16 bf16 weight rows: tiles 3 and 6
@@ -286,14 +301,12 @@ void bf16_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   const int64_t chunks = (a.K + kBf16Chunk - 1) / kBf16Chunk;
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
   const int64_t group = tiles_per_group(chunks * kXBf16TileBytes);
-  thread_local std::vector<uint16_t> padded_first;
-  thread_local std::vector<uint16_t> padded_second;
   for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
     const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
     for (int64_t n0 = n_begin; n0 < n_end; n0 += 2 * kTile) {
-      const Bf16Rows first = bf16_rows(a, n0, n_end, padded_first);
+      const Bf16Rows first = bf16_rows(a, n0, n_end, Scratch::PaddedFirst);
       if (n0 + kTile < n_end) {
-        const Bf16Rows second = bf16_rows(a, n0 + kTile, n_end, padded_second);
+        const Bf16Rows second = bf16_rows(a, n0 + kTile, n_end, Scratch::PaddedSecond);
         bf16_tile_rows<true>(a, t0, t1, n0, first, second);
       } else {
         bf16_tile_rows<false>(a, t0, t1, n0, first, first);

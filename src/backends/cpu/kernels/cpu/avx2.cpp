@@ -214,8 +214,7 @@ float sum_f32_avx2(const float* p, int64_t n) {
 namespace ferry::kernels::cpu {
 const Isa* avx2_isa() {
 #ifdef FERRY_HAVE_AVX2
-  static const Isa isa{"avx2", matmul_avx2, row_to_f32_avx2, attention_avx2, sum_f32_avx2, quantize_row_q8_0_avx2,
-                       nullptr};
+  static const Isa isa{"avx2", matmul_avx2, row_to_f32_avx2, attention_avx2, sum_f32_avx2, quantize_row_q8_0_avx2};
   return &isa;
 #else
   return nullptr;

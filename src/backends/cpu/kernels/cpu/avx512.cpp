@@ -86,8 +86,8 @@ float sum_f32_avx512(const float* p, int64_t n) {
 namespace ferry::kernels::cpu {
 const Isa* avx512_isa() {
 #ifdef FERRY_HAVE_AVX512
-  static const Isa isa{
-      "avx512", matmul_avx512, row_to_f32_avx512, attention_avx512, sum_f32_avx512, quantize_row_q8_0_avx512, nullptr};
+  static const Isa isa{"avx512",         matmul_avx512,  row_to_f32_avx512,
+                       attention_avx512, sum_f32_avx512, quantize_row_q8_0_avx512};
   return &isa;
 #else
   return nullptr;

@@ -1,8 +1,8 @@
 // The AVX-512 (F, BW, VL, DQ) vector traits that simd_kernels.h and simd_blocks.h are written
-// over. Shared by the three AVX-512 levels (avx512.cpp,
-// avx512_vnni.cpp, avx512_bf16.cpp): include only from inside such a file's target region, after
-// simd_kernels.h and simd_blocks.h. Each file gets its own copy, compiled for its instruction set.
-// Its includes (immintrin.h, <cstdint>, <cstring>, quant.h, quant_blocks.h) come before the region.
+// over, for the files of the AVX-512 levels (avx512.cpp; avx512_dot.cpp). Include only from inside
+// such a file's target region, after simd_kernels.h and simd_blocks.h: each file gets its own
+// copy, compiled for its instruction set. Its includes (x86_intrinsics.h, <cstdint>, <cstring>,
+// quant.h, quant_blocks.h) come before the region.
 #pragma once
 
 namespace ferry::kernels::cpu {

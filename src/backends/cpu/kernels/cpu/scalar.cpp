@@ -202,7 +202,7 @@ void cache_row_to_f32_scalar(DType type, const uint8_t* row, int64_t first, int6
 }
 
 const Isa& scalar_isa() {
-  static const Isa isa{"scalar", matmul, row_to_f32_scalar, attention, sum_f32, quantize_row_q8_0_split, nullptr};
+  static const Isa isa{"scalar", matmul, row_to_f32_scalar, attention, sum_f32, quantize_row_q8_0_split};
   return isa;
 }
 
