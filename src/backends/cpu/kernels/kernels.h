@@ -82,15 +82,11 @@ bool supports(Op op, const std::vector<DType>& input_dtypes);
 // "avx2" or "scalar" (simd.h).
 const char* simd_level();
 
-// Whether the active level multiplies bf16 weights by x rounded to bf16 (core/half.h f32_to_bf16,
-// as llama.cpp does on every CPU) in bf16 pair dot products, rather than by x itself: the levels
-// with AVX-512 BF16.
-bool bf16_activations();
-
-// What matmul multiplies quantized weights with. Q8_0 (the default): each row of activations
-// rounded first as llama.cpp rounds it for the weight type (its vec_dot_type: q8_0 blocks for q8_0,
-// q4_0, q5_0, iq4_nl, with GGUF's reference rounding, half away from zero; q8_1 for q4_1, q5_1;
-// q8_K for the k-quants and iq4_xs; cpu/quant_blocks.h), then exact integer dot products per block. That is llama.cpp's
+// What matmul multiplies quantized and bf16 weights with. Q8_0 (the default): each row of
+// activations rounded first as llama.cpp rounds it for the weight type (its vec_dot_type: q8_0
+// blocks for q8_0, q4_0, q5_0, iq4_nl, with GGUF's reference rounding, half away from zero; q8_1
+// for q4_1, q5_1; q8_K for the k-quants and iq4_xs; cpu/quant_blocks.h; bf16 for bf16, round to
+// nearest even), then exact products (integer per block for the quantized types). That is llama.cpp's
 // arithmetic, so logits match it far more closely than f32 activations would (the golden rows
 // within 1e-6; a row can differ where float noise moves a block's scale across an f16 boundary), and it takes far fewer
 // instructions per weight byte (decode on quantized weights is bound by them, not only by memory). F32: the activations

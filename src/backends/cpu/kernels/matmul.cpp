@@ -11,6 +11,7 @@
 #include "backends/cpu/kernels/cpu/quant_blocks.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
+#include "core/half.h"
 
 namespace ferry::kernels {
 
@@ -104,12 +105,27 @@ void pack_rows(cpu::MatmulArgs& args, const cpu::Isa& isa) {
   args.x_packed_scale = packed_scale.data();
 }
 
-// args.xb: the args.M rows of x rounded to bf16, in this thread's buffer.
+// The args.M rows of x rounded to bf16 (core/half.h f32_to_bf16), in this thread's buffer: as bf16
+// (args.xb) where the level multiplies bf16 pairs, else as the f32 values of the rounded numbers
+// (args.x, rows K apart) for its f32 loops.
 void round_rows_bf16(cpu::MatmulArgs& args, const cpu::Isa& isa) {
-  thread_local std::vector<uint16_t> xb;
-  xb.resize(static_cast<size_t>(args.M * args.K));
-  for (int64_t m = 0; m < args.M; ++m) isa.round_row_bf16(args.x + m * args.x_stride, args.K, xb.data() + m * args.K);
-  args.xb = xb.data();
+  const auto count = static_cast<size_t>(args.M * args.K);
+  if (isa.round_row_bf16 != nullptr) {
+    thread_local std::vector<uint16_t> xb;
+    xb.resize(count);
+    for (int64_t m = 0; m < args.M; ++m) isa.round_row_bf16(args.x + m * args.x_stride, args.K, xb.data() + m * args.K);
+    args.xb = xb.data();
+    return;
+  }
+  thread_local std::vector<float> rounded;
+  rounded.resize(count);
+  for (int64_t m = 0; m < args.M; ++m) {
+    const float* row = args.x + m * args.x_stride;
+    for (int64_t k = 0; k < args.K; ++k)
+      rounded[static_cast<size_t>(m * args.K + k)] = bf16_to_f32(f32_to_bf16(row[k]));
+  }
+  args.x = rounded.data();
+  args.x_stride = args.K;
 }
 
 }  // namespace
@@ -194,7 +210,8 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
   const cpu::Isa& isa = cpu::active_isa();
   const cpu::ActivationQuant quant = cpu::activation_quant(args.w_type);
   const bool round_x = quant != cpu::ActivationQuant::None && q8_0_activations() == Q8Activations::Q8_0;
-  const bool round_x_bf16 = args.w_type == DType::BF16 && isa.round_row_bf16 != nullptr;
+  // bf16 weights meet x rounded to bf16 (llama.cpp's vec_dot_type for them), on every level.
+  const bool round_x_bf16 = args.w_type == DType::BF16 && q8_0_activations() == Q8Activations::Q8_0;
   // Rows of x rounded (to q8_0, q8_1, q8_K or bf16) go a slab at a time (kernels.h
   // kRoundedRowsSlabBytes of quants, or twice that of bf16), so the rounded copy (kept per calling
   // thread between calls: a decode step makes hundreds of matmuls of the same few sizes) stays

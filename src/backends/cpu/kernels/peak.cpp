@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/cpu/amx_tiles.h"
+#include "backends/cpu/kernels/cpu/quant_blocks.h"
 #include "backends/cpu/kernels/cpu_features.h"
 #include "core/error.h"
 
@@ -519,19 +520,9 @@ std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_vie
     case DType::Q4_0:
       if (level->amx) return PeakInstruction::AmxInt8;
       return level->vnni ? PeakInstruction::Vnni : PeakInstruction::Int16Madd;
-    case DType::Q4_1:
-    case DType::Q5_0:
-    case DType::Q5_1:
-    case DType::IQ4_NL:
-    case DType::Q2_K:
-    case DType::Q3_K:
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-    case DType::IQ4_XS:
-      return PeakInstruction::Int8Maddubs;
-    case DType::I32:
-    case DType::Count:
+    default:
+      // The other block types: vpmaddubsw on their unpacked bytes at every level (simd_blocks.h).
+      if (cpu::is_block_type(w_type)) return PeakInstruction::Int8Maddubs;
       break;
   }
   return std::nullopt;

@@ -43,7 +43,7 @@ const cpu::Isa* choose_isa(std::string_view level) {
 // measured peaks of the two instructions on one core (about 10 ms). vdpbf16ps does twice the work
 // of an FMA; AMD Zen 4 issues it at the FMA's rate, but the Sapphire Rapids we measured at half
 // that (86 against 176 Gops), so there the f32 path is faster. The margin keeps a noisy
-// measurement from flipping the choice, and with it the rounding of x, between runs.
+// measurement from flipping the choice, and with it the order of the sums, between runs.
 bool bf16_dot_outruns_fma() {
   constexpr double kMargin = 1.25;
   constexpr double kSecondsPerPass = 0.002;
@@ -88,10 +88,6 @@ void set_simd_level(std::string_view level) {
 
 const char* simd_level() {
   return cpu::active_isa().name;
-}
-
-bool bf16_activations() {
-  return cpu::active_isa().round_row_bf16 != nullptr;
 }
 
 namespace cpu {

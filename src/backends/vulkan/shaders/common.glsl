@@ -55,3 +55,10 @@ float div_rn(float a, float b) {
   if (e + 127 <= 0 || e + 127 >= 255) return a / b;
   return uintBitsToFloat(((ua ^ ub) & 0x80000000u) | (uint(e + 127) << 23) | (m & 0x7fffffu));
 }
+
+// f32 to bf16 bits, round to nearest even, NaN kept NaN (core/half.h f32_to_bf16).
+uint f32_to_bf16(float f) {
+  const uint bits = floatBitsToUint(f);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return (bits >> 16) | 0x40u;
+  return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
+}

@@ -52,13 +52,6 @@ uint kv_f32_to_f16(float f) {
   return sgn | h;
 }
 
-// f32 to bf16 bits, round to nearest even, NaN kept NaN (core/half.h f32_to_bf16).
-uint kv_f32_to_bf16(float f) {
-  const uint bits = floatBitsToUint(f);
-  if ((bits & 0x7fffffffu) > 0x7f800000u) return (bits >> 16) | 0x40u;
-  return (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16;
-}
-
 // Half away from zero, as C's roundf (ggml's quantize_row_q8_0_ref).
 float kv_round(float x) {
   const float t = trunc(x);

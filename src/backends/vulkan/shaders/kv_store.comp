@@ -17,7 +17,7 @@ layout(std430, binding = 4) readonly buffer Pos { int pos[]; };
 
 float src(bool key, uint i) { return key ? k[pc.off[0] + i] : v[pc.off[1] + i]; }
 
-uint bits16(uint type, float x) { return type == 1u ? kv_f32_to_f16(x) : kv_f32_to_bf16(x); }
+uint bits16(uint type, float x) { return type == 1u ? kv_f32_to_f16(x) : f32_to_bf16(x); }
 
 // Word w of the cache's f16/bf16 elements [2w, 2w + 2), its elements in [lo, hi) replaced by the
 // step's rows (element lo is the step's first).

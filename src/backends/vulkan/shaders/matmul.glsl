@@ -45,6 +45,10 @@ void main() {
       float xk[ROWS];
       // Rows past the end read the last row instead (never stored): no load depends on a condition.
       for (uint r = 0u; r < ROWS; ++r) xk[r] = x[pc.off[0] + min(m0 + r, M - 1u) * K + k];
+      // bf16 weights meet x rounded to bf16, as on the CPU (and in llama.cpp).
+      if (type == 2u) {
+        for (uint r = 0u; r < ROWS; ++r) xk[r] = uintBitsToFloat(f32_to_bf16(xk[r]) << 16);
+      }
       for (uint c = 0u; c < COLS; ++c) {
         if (c >= cols) break;
         const float wk = w_at_plain(type, w0 + c * row_bytes, k);

@@ -83,8 +83,9 @@ constexpr AmxTileConfig kTiles = AmxTileConfig{}
                                      .tile(6, 16, 64)
                                      .tile(7, 16, 64);
 
-// Loads the configuration where the thread's current one is another (none yet, or another user's
-// of the tiles, such as the peak probe of bench_kernels): reading it back is cheap.
+// Loads the configuration where the thread's current one is another (none: the loops release the
+// tiles when done; or another user's, such as the peak probe of bench_kernels). Reading it back
+// is cheap.
 void configure_tiles() {
   AmxTileConfig current;
   _tile_storeconfig(&current);
@@ -239,6 +240,7 @@ void matmul_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
       }
     }
   }
+  _tile_release();  // an idle thread with tiles in use would have their 8 KiB saved at every switch
 }
 
 // Sixteen bf16 weight rows from n0 as tile 4 (or 7) loads them: straight from the tensor, or, for
@@ -313,6 +315,7 @@ void bf16_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
       }
     }
   }
+  _tile_release();
 }
 
 // x packed (more than kMaxVectorRows rows of q8_0, q4_0 or bf16 weights): the tiles. Otherwise
