@@ -89,6 +89,16 @@ Tensor random_weight(DType dtype, int64_t N, int64_t K, ThreadPool& pool) {
   return w;
 }
 
+// The weight as the CPU backend keeps it once loaded: repacked where it repacks that type
+// (kernels::repacks_weight; FERRY_REPACK=off measures the rows as stored).
+Tensor as_loaded(const Tensor& w, ThreadPool& pool) {
+  return kernels::repacks_weight(w.dtype(), w.shape()) ? kernels::repack_weight(w, pool) : w;
+}
+
+std::string weight_label(const Tensor& w) {
+  return std::string(dtype_name(w.dtype())) + (w.layout() == Layout::Packed ? " packed " : " ") + kernels::simd_level();
+}
+
 void BM_Gemv(benchmark::State& state) {
   const auto dtype = static_cast<DType>(state.range(0));
   const int64_t N = state.range(1);
@@ -104,6 +114,7 @@ void BM_Gemv(benchmark::State& state) {
     weights.push_back(Tensor::host(dtype, Shape{N, K}));
     kernels::copy(first, weights.back(), pool);
   }
+  for (Tensor& w : weights) w = as_loaded(w, pool);
   Tensor x = random_f32(Shape{1, K}, 2);
   Tensor y = Tensor::host(DType::F32, Shape{1, N});
   // Measured right before the loop: on a shared machine the bandwidth on offer moves with the
@@ -121,7 +132,7 @@ void BM_Gemv(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
   state.counters["of_read_bw"] = benchmark::Counter(bytes / bandwidth, benchmark::Counter::kIsRate);
   state.counters["read_bw_GBps"] = bandwidth / 1e9;
-  state.SetLabel(std::string(dtype_name(dtype)) + " " + kernels::simd_level());
+  state.SetLabel(weight_label(weights.front()));
 }
 
 void BM_Prefill(benchmark::State& state) {
@@ -131,7 +142,7 @@ void BM_Prefill(benchmark::State& state) {
   const int64_t M = state.range(1), N = 4096, K = 4096;
   const int threads = static_cast<int>(state.range(2));
   ThreadPool pool(threads);
-  Tensor w = random_weight(dtype, N, K, pool);
+  Tensor w = as_loaded(random_weight(dtype, N, K, pool), pool);
   Tensor x = random_f32(Shape{M, K}, 2);
   Tensor y = Tensor::host(DType::F32, Shape{M, N});
   // Measured right before the loop with the same threads, as BM_Gemv's bandwidth.
@@ -144,7 +155,7 @@ void BM_Prefill(benchmark::State& state) {
   }
   const double flops = 2.0 * static_cast<double>(M * N * K) * static_cast<double>(state.iterations());
   state.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
-  std::string label = std::string(dtype_name(dtype)) + " " + level;
+  std::string label = weight_label(w);
   if (peak > 0.0) {
     state.counters["peak_Gops"] = peak / 1e9;
     state.counters["of_peak"] = benchmark::Counter(flops / peak, benchmark::Counter::kIsRate);
@@ -232,7 +243,7 @@ void BM_GemvInCache(benchmark::State& state) {
   constexpr int64_t N = 256;
   constexpr int64_t K = 1024;
   ThreadPool pool(1);
-  Tensor w = random_weight(dtype, N, K, pool);
+  Tensor w = as_loaded(random_weight(dtype, N, K, pool), pool);
   Tensor x = random_f32(Shape{1, K}, 2);
   Tensor y = Tensor::host(DType::F32, Shape{1, N});
   for (auto _ : state) {
@@ -241,7 +252,7 @@ void BM_GemvInCache(benchmark::State& state) {
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(static_cast<int64_t>(w.nbytes()) * static_cast<int64_t>(state.iterations()));
-  state.SetLabel(std::string(dtype_name(dtype)) + " " + kernels::simd_level());
+  state.SetLabel(weight_label(w));
 }
 
 void BM_ReadBandwidth(benchmark::State& state) {

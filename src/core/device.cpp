@@ -86,6 +86,10 @@ Device::Device(DeviceId id, size_t budget_bytes) : id_(id), allocator_(id.str(),
 
 Device::~Device() = default;
 
+Tensor Device::repack_weight(const Tensor& weight) {
+  return weight;
+}
+
 std::shared_ptr<Storage> Device::allocate(size_t bytes, const std::string& what) {
   allocator_.charge(bytes, what);
   void* address = allocate_memory(Allocator::rounded(bytes));

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/tensor.h"
 
 namespace ferry {
 
@@ -134,6 +135,13 @@ class Device {
   // alignment: at least what the budget is charged. The backends that allocate exactly what they
   // are asked report the allocator's live bytes.
   virtual uint64_t allocated_bytes() const { return allocator().live(); }
+  // Weights a backend keeps in a layout of its own (Layout::Packed): the same bytes reordered for
+  // its kernels, so the plan's count of them holds. Whether this device repacks a weight of this
+  // dtype and shape (none by default): such a weight is copied onto the device, not used in place
+  // from a mapped checkpoint, then repack_weight reorders it in place and returns it marked
+  // Packed. Synchronous.
+  virtual bool repacks_weight(DType /*dtype*/, const Shape& /*shape*/) const { return false; }
+  virtual Tensor repack_weight(const Tensor& weight);
   // Whether the device's kernels run `op` with these input dtypes (asked by the scheduler).
   virtual bool supports(Op op, std::span<const DType> input_dtypes) const = 0;
   // Prepares a split for repeated runs. Every tensor is on this device.

@@ -185,6 +185,9 @@ Tensor Tensor::reshape(const Shape& shape) const {
          shape.str());
   }
   if (!is_contiguous()) fail(ErrorKind::Internal, "reshape of non-contiguous tensor '{}'", name_);
+  if (layout_ != Layout::Rows) {
+    fail(ErrorKind::Internal, "cannot reshape '{}': its device's backend repacked its rows for its own kernels", name_);
+  }
   return view(storage_, offset_, dtype_, shape, name_);
 }
 

@@ -89,6 +89,11 @@ class Storage {
   std::shared_ptr<const void> keep_alive_;
 };
 
+// How a tensor's bytes are ordered. Rows: the layout convention above (every tensor a backend has
+// not repacked). Packed: a weight its device's backend reordered for its own kernels
+// (Device::repack_weight): the same bytes in another order, which only those kernels read.
+enum class Layout : uint8_t { Rows, Packed };
+
 class Tensor {
  public:
   Tensor() = default;
@@ -133,11 +138,21 @@ class Tensor {
   // Pointer to row r (r indexes the flattened leading dimensions).
   void* row(int64_t r) const { return static_cast<char*>(data()) + static_cast<size_t>(r) * row_bytes(); }
 
-  // Same bytes, another shape with the same number of elements (contiguous tensors only).
+  // Same bytes, another shape with the same number of elements (contiguous tensors in Layout::Rows
+  // only: Error(Internal) for a packed one).
   Tensor reshape(const Shape& shape) const;
+
+  Layout layout() const { return layout_; }
+  // This tensor marked as holding its bytes in `layout` (what a backend's repack_weight returns).
+  Tensor with_layout(Layout layout) const {
+    Tensor t = *this;
+    t.layout_ = layout;
+    return t;
+  }
 
  private:
   DType dtype_ = DType::F32;
+  Layout layout_ = Layout::Rows;
   Shape shape_;
   std::array<int64_t, kMaxDims> strides_{};
   std::shared_ptr<Storage> storage_;

@@ -122,21 +122,25 @@ void load_weights(const Checkpoint& ckpt, const Placement& placement, WeightStor
       if (record == nullptr) {
         fail(ErrorKind::Internal, "{}: tensor '{}' vanished after validation", ckpt.path, p.checkpoint_name());
       }
+      // A weight the device keeps in a layout of its own is copied, then repacked there.
+      const bool repack = device.repacks_weight(p.compute_dtype, p.shape);
+      auto stored = [&](Tensor t) { return repack ? device.repack_weight(t) : t; };
       if (p.transform.any()) {
         // Split or transposed once here, so no step copies it (its pages stay mapped for the
         // other parts of the same tensor).
-        weights.add(p.name, materialize_weight(transformed_source(*record, p), device, p.compute_dtype, p.name, &pool));
+        weights.add(p.name,
+                    stored(materialize_weight(transformed_source(*record, p), device, p.compute_dtype, p.name, &pool)));
         done += dtype_bytes(record->dtype, static_cast<uint64_t>(p.shape.numel())).value_or(0);
         if (progress) progress(std::min(done, total), total);
         continue;
       }
-      if (usable_in_place(*record, p.compute_dtype, device)) {
+      if (!repack && usable_in_place(*record, p.compute_dtype, device)) {
         auto storage = device.adopt(const_cast<uint8_t*>(record->data), record->nbytes, record->file, p.name);
         weights.add(p.name, Tensor::view(std::move(storage), 0, p.compute_dtype, p.shape, p.name));
       } else {
         // [1, N] vectors are read as [N].
         const Tensor source = record->view().reshape(p.shape);
-        weights.add(p.name, materialize_weight(source, device, p.compute_dtype, p.name, &pool));
+        weights.add(p.name, stored(materialize_weight(source, device, p.compute_dtype, p.name, &pool)));
         if (record->file != nullptr) record->file->release_pages(record->data, record->nbytes);
       }
       done += record->nbytes;

@@ -239,3 +239,31 @@ TEST(ChatGlmGoldenAllLogits, EveryPromptPosition) {
 
 }  // namespace
 }  // namespace ferry
+
+namespace ferry {
+namespace {
+
+// A q8_0 / q4_0 GGUF loaded onto a CPU device: every matrix the CPU kernels repack
+// (kernels::repacks_weight: whole 16-row groups, on a level with packed kernels) is held
+// Layout::Packed, every other weight as stored, and the device is charged exactly the checkpoint's
+// bytes: repacking reorders, it does not add.
+TEST(RepackedWeights, CpuDeviceRepacksAtLoadAndChargesTheStoredBytes) {
+  for (const char* name : {"llama_q8_0", "llama_q4_0"}) {
+    Loaded m(golden_dir() + "/text/" + name + "/model.gguf");
+    int packed = 0, kept = 0;
+    size_t bytes = 0;
+    for (const auto& [weight, tensor] : m.weights.all()) {
+      bytes += Allocator::rounded(tensor.nbytes());
+      const bool repacks = kernels::repacks_weight(tensor.dtype(), tensor.shape());
+      EXPECT_EQ(tensor.layout(), repacks ? Layout::Packed : Layout::Rows) << name << " " << weight;
+      (repacks ? packed : kept) += 1;
+    }
+    const bool level_packs = kernels::repacks_weight(DType::Q8_0, Shape{16, 32});
+    EXPECT_EQ(packed > 0, level_packs) << name << ": " << packed << " packed, " << kept << " kept";
+    EXPECT_GT(kept, 0) << name << ": the norms stay as stored";
+    EXPECT_EQ(m.devices.at(0).allocator().live(), bytes) << name;
+  }
+}
+
+}  // namespace
+}  // namespace ferry

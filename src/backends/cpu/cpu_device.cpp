@@ -90,6 +90,15 @@ bool CpuDevice::supports(Op op, std::span<const DType> input_dtypes) const {
   return supports_node(op, input_dtypes);
 }
 
+bool CpuDevice::repacks_weight(DType dtype, const Shape& shape) const {
+  return kernels::repacks_weight(dtype, shape);
+}
+
+Tensor CpuDevice::repack_weight(const Tensor& weight) {
+  synchronize();  // the weight's bytes are written
+  return kernels::repack_weight(weight, pool_);
+}
+
 std::unique_ptr<Program> CpuDevice::compile(std::span<const BoundOp> ops) {
   auto program = std::make_unique<CpuProgram>();
   for (const BoundOp& op : ops) {

@@ -31,6 +31,8 @@ class CpuDevice final : public Device {
   DeviceMemory memory() const override;
   int threads() const override { return pool_.size(); }
   bool supports(Op op, std::span<const DType> input_dtypes) const override;
+  bool repacks_weight(DType dtype, const Shape& shape) const override;
+  Tensor repack_weight(const Tensor& weight) override;
   std::unique_ptr<Program> compile(std::span<const BoundOp> ops) override;
   void run(Program& program) override;
   void write(const Tensor& dst, const void* src) override;

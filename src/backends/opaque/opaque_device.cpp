@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "graph/graph.h"
@@ -45,6 +46,19 @@ bool OpaqueDevice::supports(Op op, std::span<const DType> input_dtypes) const {
   return cpu::supports_node(op, input_dtypes);
 }
 
+// Weights repacked as the CPU backend repacks them: the same kernels, the same arithmetic.
+bool OpaqueDevice::repacks_weight(DType dtype, const Shape& shape) const {
+  return kernels::repacks_weight(dtype, shape);
+}
+
+Tensor OpaqueDevice::repack_weight(const Tensor& weight) {
+  synchronize();
+  const Tensor hidden = Tensor::view(Storage::view(host_pointer(weight), weight.nbytes(), nullptr), 0, weight.dtype(),
+                                     weight.shape(), weight.name());
+  kernels::repack_weight(hidden, pool_);
+  return weight.with_layout(Layout::Packed);
+}
+
 void* OpaqueDevice::host_pointer(const Tensor& t) const {
   const Storage* s = t.storage().get();
   if (s == nullptr || s->device() != this) {
@@ -66,7 +80,8 @@ void OpaqueDevice::run(Program& program) {
     // Host views of the hidden bytes, made for this run only: the bound tensors are read now,
     // so an input the caller replaced since the last run is seen as it is.
     const auto view = [&](const Tensor& t) {
-      return Tensor::view(Storage::view(host_pointer(t), t.nbytes(), nullptr), 0, t.dtype(), t.shape(), t.name());
+      return Tensor::view(Storage::view(host_pointer(t), t.nbytes(), nullptr), 0, t.dtype(), t.shape(), t.name())
+          .with_layout(t.layout());
     };
     for (const BoundOp& op : p->ops) {
       std::vector<Tensor> inputs;

@@ -34,6 +34,14 @@ bool is_weight_type(DType t) {
 
 void compute(Op op, const OpParams& params, const std::vector<Tensor*>& inputs, Tensor& out, ThreadPool& pool) {
   const auto& in = inputs;
+  // A repacked weight (repack_weight) is read by matmul and embedding only.
+  for (size_t i = 0; i < in.size(); ++i) {
+    const bool reads_packed = (op == Op::MatMul && i == 1) || (op == Op::Embedding && i == 0);
+    if (in[i] != nullptr && in[i]->layout() == Layout::Packed && !reads_packed) {
+      fail(ErrorKind::Internal, "op {}: input {} '{}' is a repacked weight, which only matmul and embedding read",
+           op_name(op), i, in[i]->name());
+    }
+  }
   switch (op) {
     case Op::Embedding:
       expect_inputs(op, in, 2, 2);

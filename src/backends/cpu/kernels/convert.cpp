@@ -1,8 +1,11 @@
 // to_f32 / from_f32: widen or dequantize rows to f32, and narrow or quantize f32 rows.
+#include <vector>
+
 #include "backends/cpu/kernels/check.h"
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/quant.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/packed_rows.h"
 #include "core/error.h"
 
 namespace ferry::kernels {
@@ -16,7 +19,9 @@ void to_f32(const Tensor& x, Tensor& out, ThreadPool& pool) {
   const int64_t n = x.shape().last();
   const cpu::Isa& isa = cpu::active_isa();
   pool.parallel_range(x.shape().rows(), min_chunk_for(n), [&](int64_t begin, int64_t end, int) {
-    for (int64_t r = begin; r < end; ++r) isa.row_to_f32(x.dtype(), x.row(r), out.data_as<float>() + r * n, n);
+    std::vector<uint8_t> unpacked;
+    for (int64_t r = begin; r < end; ++r)
+      isa.row_to_f32(x.dtype(), standard_row(x, r, unpacked), out.data_as<float>() + r * n, n);
   });
 }
 

@@ -16,6 +16,14 @@ namespace ferry::kernels {
 // GGUF block types (q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs; cpu/quant_blocks.h).
 void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, ThreadPool& pool);
 
+// Weights repacked for the CPU's integer dot products (cpu/packed_weights.h): whether this backend
+// keeps a weight of this dtype and shape packed (q8_0 and q4_0 [N, K] with N a multiple of 16, on
+// a level with kernels for them: avx512vnni and above; FERRY_REPACK=off keeps every weight as
+// stored), and the repacking itself, in place, returning w marked Layout::Packed. matmul,
+// embedding and to_f32 read packed weights on every level; other kernels refuse them.
+bool repacks_weight(DType dtype, const Shape& shape);
+Tensor repack_weight(const Tensor& w, ThreadPool& pool);
+
 // out[T, H] = table[ids[t], :] converted to f32. table in any float or quantized dtype; ids i32.
 // An id outside [0, V) throws Error(Usage) naming the id and the vocabulary size.
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out, ThreadPool& pool);

@@ -7,9 +7,11 @@
 
 #include "backends/cpu/kernels/check.h"
 #include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/cpu/packed_weights.h"
 #include "backends/cpu/kernels/cpu/quant.h"
 #include "backends/cpu/kernels/cpu/quant_blocks.h"
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/packed_rows.h"
 #include "core/error.h"
 #include "core/half.h"
 
@@ -86,6 +88,43 @@ void round_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, cpu::ActivationQuant
   args.xq_scale = xq_scale.data();
   args.xq_sum = quant == cpu::ActivationQuant::Q8_1 ? xq_sum.data() : nullptr;
   args.xq_bsum = quant == cpu::ActivationQuant::Q8_K ? xq_bsum.data() : nullptr;
+  args.xq_block_sum = nullptr;
+  args.xq_unsigned = nullptr;
+  if (args.w_packed && args.w_type == DType::Q8_0) {
+    thread_local std::vector<uint8_t> flipped;
+    flipped.resize(xq.size());
+    for (size_t i = 0; i < xq.size(); ++i) flipped[i] = static_cast<uint8_t>(xq[i]) ^ 0x80;
+    args.xq_unsigned = flipped.data();
+  }
+  if (args.w_packed && args.w_type == DType::Q4_0) {
+    thread_local std::vector<int32_t> block_sum;
+    block_sum.resize(static_cast<size_t>(args.M * (K / 32)));
+    for (int64_t i = 0; i < args.M * (K / 32); ++i) {
+      int32_t sum = 0;
+      for (int64_t j = 0; j < 32; ++j) sum += xq[static_cast<size_t>(i * 32 + j)];
+      block_sum[static_cast<size_t>(i)] = sum;
+    }
+    args.xq_block_sum = block_sum.data();
+  }
+}
+
+// Rows [n_begin, n_end) of y for a packed weight on a level without packed kernels (or x kept
+// f32): the rows unpacked a few at a time into this thread's buffer for the level's own matmul.
+void matmul_unpacked(const Tensor& w, cpu::MatmulArgs args, const cpu::Isa& isa, int64_t n_begin, int64_t n_end) {
+  constexpr int64_t kRows = 64;
+  thread_local std::vector<uint8_t> rows;
+  rows.resize(static_cast<size_t>(kRows) * args.w_row_bytes);
+  float* const y = args.y;
+  const float* const bias = args.bias;
+  args.w = rows.data();
+  args.w_packed = false;
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += kRows) {
+    const int64_t count = std::min(kRows, n_end - n0);
+    unpack_rows(w, n0, count, rows.data());
+    args.y = y + n0;
+    args.bias = bias != nullptr ? bias + n0 : nullptr;
+    isa.matmul(args, 0, count);
+  }
 }
 
 // args.x_packed: the rounded rows (args.xq or args.xb) in the level's own layout, in this
@@ -200,6 +239,12 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
   args.y_stride = N;
   args.f16_table = cpu::f16_table();
   args.prefetch = gemv_prefetch() == GemvPrefetch::On;
+  args.w_packed = w.layout() == Layout::Packed;
+  if (args.w_packed && (!cpu::is_packable_type(w.dtype()) || N % cpu::kPackedRows != 0)) {
+    fail(ErrorKind::Internal,
+         "matmul: weight '{}' ({} {}) is marked packed but is not a q8_0 or q4_0 matrix of 16-row groups", w.name(),
+         dtype_name(w.dtype()), w.shape().str());
+  }
   if (args.M == 0 || N == 0) return;
   if (K == 0) {  // empty sums
     for (int64_t m = 0; m < args.M; ++m) {
@@ -232,8 +277,13 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     constexpr int64_t kRowTile = 16;
     const int64_t tiles = (N + kRowTile - 1) / kRowTile;
     const int64_t work_per_tile = kRowTile * K * args.M;
+    const bool packed_kernels = args.w_packed && isa.matmul_packed != nullptr && args.xq != nullptr;
     pool.parallel_range(tiles, min_chunk_for(work_per_tile, 1 << 16), [&](int64_t begin, int64_t end, int) {
-      isa.matmul(args, begin * kRowTile, std::min(N, end * kRowTile));
+      const int64_t n_begin = begin * kRowTile;
+      const int64_t n_end = std::min(N, end * kRowTile);
+      if (packed_kernels) return isa.matmul_packed(args, n_begin, n_end);
+      if (args.w_packed) return matmul_unpacked(w, args, isa, n_begin, n_end);
+      isa.matmul(args, n_begin, n_end);
     });
   }
 }
@@ -262,8 +312,9 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out, ThreadPool& 
   }
   const cpu::Isa& isa = cpu::active_isa();
   pool.parallel_range(T, min_chunk_for(H), [&](int64_t begin, int64_t end, int) {
+    std::vector<uint8_t> unpacked;
     for (int64_t t = begin; t < end; ++t)
-      isa.row_to_f32(table.dtype(), table.row(id[t]), out.data_as<float>() + t * H, H);
+      isa.row_to_f32(table.dtype(), standard_row(table, id[t], unpacked), out.data_as<float>() + t * H, H);
   });
 }
 

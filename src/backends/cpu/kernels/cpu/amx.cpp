@@ -20,6 +20,7 @@
 
 #include "backends/cpu/kernels/cpu/amx_tiles.h"
 #include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/cpu/packed_weights.h"
 #include "backends/cpu/kernels/cpu/quant.h"
 #include "backends/cpu/kernels/cpu/x86_intrinsics.h"
 
@@ -28,7 +29,7 @@ namespace {
 
 // This thread's scratch buffers, here before the target region: std:: templates instantiated in
 // it would be compiled for AMX and AVX-512, and the linker may keep that copy for other files too.
-enum class Scratch { WeightRows, WeightScales, PaddedFirst, PaddedSecond, Count };
+enum class Scratch { WeightRows, WeightScales, PaddedFirst, PaddedSecond, PaddedX, Count };
 
 [[maybe_unused]] void* scratch(Scratch which, size_t bytes, bool zeroed) {
   thread_local std::vector<uint8_t> buffers[static_cast<size_t>(Scratch::Count)];
@@ -104,6 +105,7 @@ void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
   *bytes = 0;
   *scales = 0;
   if (a.call_rows <= kMaxVectorRows) return;  // decode: the avx512bf16 loops, on x unpacked
+  if (a.w_packed) return;                     // packed weights: x's tiles load straight from a.xq
   if (a.w_type == DType::Q8_0 || a.w_type == DType::Q4_0) {
     *bytes = static_cast<size_t>(m_tiles * (a.K / kBlock) * kXTileBytes);
     *scales = static_cast<size_t>(m_tiles * (a.K / kBlock) * kTile);
@@ -318,6 +320,87 @@ void bf16_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   _tile_release();
 }
 
+// Packed q8_0 / q4_0 weights (packed_weights.h): per block, one tdpbssd takes 16 rows of x (tile
+// 1: 16 rows of 32 signed bytes, straight from a.xq) against a group's 16 weight rows (tile 2: its
+// 8 units of 64 bytes, straight from the group for q8_0; for q4_0 the nibbles split into q - 8),
+// leaving the exact block dot products; then per output acc += f32(dot) * (weight scales * x
+// scale): the vector loops' order (avx512_dot.cpp), so the two agree bit for bit and any M may
+// take either.
+template <DType T>
+void packed_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  configure_tiles();
+  const int64_t blocks = a.K / kBlock;
+  constexpr int64_t kUnits = T == DType::Q8_0 ? 8 : 4;  // 64-byte units of a group's block
+  const size_t group_bytes = a.w_row_bytes * kTile;
+  const int64_t m_tiles = (a.M + kTile - 1) / kTile;
+  const int64_t full_tiles = a.M / kTile;
+  // A last partial tile of x rows: copied with zero rows after it.
+  auto* padded = static_cast<int8_t*>(scratch(Scratch::PaddedX, static_cast<size_t>(kTile * a.K), true));
+  if (full_tiles < m_tiles) {
+    std::memcpy(padded, a.xq + full_tiles * kTile * a.K, static_cast<size_t>((a.M - full_tiles * kTile) * a.K));
+  }
+  auto* split = T == DType::Q4_0
+                    ? static_cast<uint8_t*>(scratch(Scratch::WeightRows, static_cast<size_t>(blocks * 512), false))
+                    : nullptr;
+  const int64_t group = tiles_per_group(kTile * a.K);
+  alignas(64) int32_t sums[kTile][kTile];
+  for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
+    const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
+      const uint8_t* weights = a.w + static_cast<size_t>(n0 / kTile) * group_bytes;
+      const auto* scales = reinterpret_cast<const __m256i*>(weights);
+      const uint8_t* units = weights + blocks * kTile * 2;
+      int64_t unit_step = kUnits * 64;
+      if constexpr (T == DType::Q4_0) {
+        // Unit c's low nibbles are elements 4c.. (tile row c), its high ones 16 + 4c.. (row 4 + c).
+        const __m512i low4 = _mm512_set1_epi8(0x0F);
+        const __m512i eight = _mm512_set1_epi8(8);
+        for (int64_t b = 0; b < blocks; ++b) {
+          for (int64_t c = 0; c < 4; ++c) {
+            const __m512i w = _mm512_loadu_si512(units + (b * 4 + c) * 64);
+            _mm512_storeu_si512(split + b * 512 + c * 64, _mm512_sub_epi8(_mm512_and_si512(w, low4), eight));
+            _mm512_storeu_si512(split + b * 512 + (4 + c) * 64,
+                                _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(w, 4), low4), eight));
+          }
+        }
+        units = split;
+        unit_step = 512;
+      }
+      for (int64_t t = t0; t < t1; ++t) {
+        const int8_t* x = t < full_tiles ? a.xq + t * kTile * a.K : padded;
+        const int64_t rows = t < full_tiles ? kTile : a.M - t * kTile;
+        __m512 acc[kTile];
+        for (__m512& v : acc) v = _mm512_setzero_ps();
+        for (int64_t b = 0; b < blocks; ++b) {
+          _tile_zero(0);
+          _tile_loadd(1, x + b * kBlock, static_cast<long>(a.K));
+          _tile_loadd(2, units + b * unit_step, 64);
+          _tile_dpbssd(0, 1, 2);
+          _tile_stored(0, sums, 64);
+          const __m512 w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(scales + b));
+          for (int64_t i = 0; i < rows; ++i) {
+            const int64_t m = t * kTile + i;
+            const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(a.xq_scale[m * blocks + b]));
+            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[i])), scale, acc[i]);
+          }
+        }
+        const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0) : _mm512_setzero_ps();
+        for (int64_t i = 0; i < rows; ++i)
+          _mm512_storeu_ps(a.y + (t * kTile + i) * a.y_stride + n0, _mm512_add_ps(acc[i], bias));
+      }
+    }
+  }
+  _tile_release();
+}
+
+// Packed weights: the tiles for calls of more than kMaxVectorRows rows of x, else avx512bf16's
+// vector loops (the same sums in the same order).
+void matmul_packed_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (a.call_rows <= kMaxVectorRows) return avx512_bf16_isa()->matmul_packed(a, n_begin, n_end);
+  if (a.w_type == DType::Q8_0) return packed_tiles<DType::Q8_0>(a, n_begin, n_end);
+  packed_tiles<DType::Q4_0>(a, n_begin, n_end);
+}
+
 // x packed (more than kMaxVectorRows rows of q8_0, q4_0 or bf16 weights): the tiles. Otherwise
 // the avx512bf16 level's loops: vpdpbusd for q8_0 / q4_0, vdpbf16ps for bf16 (x already rounded
 // to bf16 here, so the same products as the tiles'), and the rest as avx512vnni.
@@ -346,6 +429,7 @@ const Isa* amx_isa() {
     Isa level = *avx512_bf16_isa();  // everything but the q8_0, q4_0 and bf16 matmuls
     level.name = "amx";
     level.matmul = matmul_amx;
+    level.matmul_packed = matmul_packed_amx;
     level.packed_x_size = packed_x_size;
     level.pack_x = pack_x;
     level.small_batch_rows = kMaxVectorRows;

@@ -46,6 +46,12 @@ struct MatmulArgs {
   // in that layout, and xq's scales; else nullptr.
   const uint8_t* x_packed = nullptr;
   const float* x_packed_scale = nullptr;
+  // w in cpu/packed_weights.h's layout (Layout::Packed, q8_0 or q4_0); then also, for q4_0, the
+  // sum of each block's quants of x, [M, K / 32], and for q8_0 the quants + 128 as unsigned bytes
+  // (x ^ 0x80), [M, K].
+  bool w_packed = false;
+  const int32_t* xq_block_sum = nullptr;
+  const uint8_t* xq_unsigned = nullptr;
   bool prefetch = true;  // decode (M = 1): prefetch each weight stream's next rows (kernels.h gemv_prefetch)
 };
 
@@ -106,6 +112,12 @@ struct Isa {
   // Where not 0, batches of up to this many rows of x take other loops than larger ones, so a row
   // can differ in its last bits between the two (amx: 4). 0: one order for every M.
   int64_t small_batch_rows = 0;
+  // Levels with kernels for packed weights (a.w_packed): their matmul for them, n_begin and n_end
+  // multiples of 16. nullptr elsewhere: matmul.cpp unpacks the rows for `matmul`. Every level that
+  // has it sums each output in the same order (per block, the exact integer dot product, then
+  // acc += f32(dot) * (weight scale * x scale) in increasing k), so they agree bit for bit, for
+  // every M.
+  void (*matmul_packed)(const MatmulArgs& args, int64_t n_begin, int64_t n_end) = nullptr;
 };
 
 const Isa& scalar_isa();

@@ -1,0 +1,202 @@
+// Weights repacked at load (kernels::repack_weight, cpu/packed_weights.h): the layout against its
+// specification, the matmul on it against a double reference at every level, its results bit
+// for bit the same for any batch, split and level that has packed kernels, and the row readers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/simd.h"
+#include "common/q8_activations_guard.h"
+#include "core/error.h"
+#include "reference.h"
+
+using namespace ferry;
+using namespace ferry::test;
+
+namespace {
+
+constexpr DType kPackable[] = {DType::Q8_0, DType::Q4_0};
+
+Tensor copy_of(const Tensor& w) {
+  Tensor t = Tensor::host(w.dtype(), w.shape(), w.name());
+  std::memcpy(t.data(), w.data(), w.nbytes());
+  return t;
+}
+
+Tensor packed_copy(const Tensor& w) {
+  ThreadPool pool(2);
+  return kernels::repack_weight(copy_of(w), pool);
+}
+
+std::vector<float> run_matmul(const Tensor& x, const Tensor& w, int threads) {
+  ThreadPool pool(threads);
+  Tensor y = Tensor::host(DType::F32, Shape{x.dim(0), w.dim(0)}, "y");
+  kernels::matmul(x, w, nullptr, y, pool);
+  return values_of(y);
+}
+
+bool level_has_packed_kernels() {
+  return kernels::cpu::active_isa().matmul_packed != nullptr;
+}
+
+}  // namespace
+
+TEST(PackedWeights, LayoutIsTheSpecifiedOneAndUnpacksToTheSameRows) {
+  // packed_weights.h: per 16-row group, scales [block][row] as f16, then 4-byte units [unit][row]
+  // of the rows' quant bytes in order.
+  for (DType dtype : kPackable) {
+    const int64_t N = 32, K = 96, blocks = K / 32;
+    const Tensor w = random_weight(dtype, N, K, 21);
+    const Tensor p = packed_copy(w);
+    ASSERT_EQ(p.layout(), Layout::Packed);
+    ASSERT_EQ(w.layout(), Layout::Rows);
+    const size_t row_bytes = w.row_bytes();
+    const int64_t quant_bytes = dtype == DType::Q8_0 ? 32 : 16;
+    for (int64_t n = 0; n < N; ++n) {
+      const auto* row = static_cast<const uint8_t*>(w.row(n));
+      const auto* group = static_cast<const uint8_t*>(p.data()) + static_cast<size_t>(n / 16) * 16 * row_bytes;
+      const int64_t r = n % 16;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* block = row + b * (2 + quant_bytes);
+        ASSERT_EQ(0, std::memcmp(group + (b * 16 + r) * 2, block, 2)) << dtype_name(dtype) << " row " << n;
+        for (int64_t i = 0; i < quant_bytes; ++i) {
+          const int64_t unit = (b * quant_bytes + i) / 4;
+          ASSERT_EQ(group[blocks * 32 + (unit * 16 + r) * 4 + i % 4], block[2 + i])
+              << dtype_name(dtype) << " row " << n << " block " << b << " byte " << i;
+        }
+      }
+    }
+    // Embedding and to_f32 read the packed rows as the original ones, at every level.
+    SimdLevelGuard guard;
+    ThreadPool pool(2);
+    for (const std::string& level : kernels::available_simd_levels()) {
+      kernels::set_simd_level(level);
+      Tensor from_rows = Tensor::host(DType::F32, Shape{N, K}, "a");
+      Tensor from_packed = Tensor::host(DType::F32, Shape{N, K}, "b");
+      kernels::to_f32(w, from_rows, pool);
+      kernels::to_f32(p, from_packed, pool);
+      EXPECT_EQ(values_of(from_rows), values_of(from_packed)) << dtype_name(dtype) << " " << level;
+      const std::vector<int32_t> ids{31, 0, 17, 16, 15};
+      Tensor e_rows = Tensor::host(DType::F32, Shape{5, K}, "e");
+      Tensor e_packed = Tensor::host(DType::F32, Shape{5, K}, "f");
+      kernels::embedding(w, i32_tensor(ids), e_rows, pool);
+      kernels::embedding(p, i32_tensor(ids), e_packed, pool);
+      EXPECT_EQ(values_of(e_rows), values_of(e_packed)) << dtype_name(dtype) << " " << level;
+    }
+  }
+}
+
+TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
+  // The bound of test_matmul.cpp's check_matmul: 1e-5 of sum |x_k w_k| per output. Levels
+  // without packed kernels, and x kept f32, read the rows unpacked.
+  SimdLevelGuard guard;
+  Q8ActivationsGuard mode_guard;
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    for (kernels::Q8Activations mode : {kernels::Q8Activations::Q8_0, kernels::Q8Activations::F32}) {
+      kernels::set_q8_0_activations(mode);
+      for (DType dtype : kPackable) {
+        for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{1, 32, 16},
+                               {3, 96, 48},
+                               {5, 64, 32},
+                               {17, 128, 16},
+                               {35, 4096, 32}}) {
+          const auto xv = random_floats(static_cast<size_t>(M * K), 31);
+          const Tensor x = f32_tensor(Shape{M, K}, xv, "x");
+          const Tensor w = random_weight(dtype, N, K, 32);
+          const Tensor p = packed_copy(w);
+          const auto y = run_matmul(x, p, 2);
+          const auto* wp = static_cast<const uint8_t*>(w.data());
+          for (int64_t m = 0; m < M; ++m) {
+            std::vector<double> xe;
+            const std::vector<float> row(xv.begin() + m * K, xv.begin() + (m + 1) * K);
+            if (mode == kernels::Q8Activations::Q8_0) {
+              const std::vector<uint8_t> q = ref_quantize(DType::Q8_0, row);
+              for (int64_t k = 0; k < K; ++k) xe.push_back(ref_element(DType::Q8_0, q.data(), k));
+            } else {
+              xe.assign(row.begin(), row.end());
+            }
+            for (int64_t n = 0; n < N; ++n) {
+              double ref = 0, magnitude = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                const double prod = xe[static_cast<size_t>(k)] * ref_element(dtype, wp + n * w.row_bytes(), k);
+                ref += prod;
+                magnitude += std::fabs(prod);
+              }
+              ASSERT_NEAR(y[static_cast<size_t>(m * N + n)], ref, 1e-5 * magnitude + 1e-30)
+                  << dtype_name(dtype) << " " << level << " M " << M << " K " << K << " N " << N << " at (" << m << ", "
+                  << n << ")";
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
+  // One order of sums per output (isa.h matmul_packed): a row alone (decode), in small batches
+  // (the vector loops) and in a batch of 37 (amx: tiles) gives the same bits, for 1 to 3
+  // threads, and every level with packed kernels gives the same bits as the others.
+  SimdLevelGuard guard;
+  Q8ActivationsGuard mode_guard;
+  kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
+  int packed_levels = 0;
+  for (DType dtype : kPackable) {
+    const int64_t M = 37, K = 320, N = 48;
+    const auto xv = random_floats(static_cast<size_t>(M * K), 41);
+    const Tensor x = f32_tensor(Shape{M, K}, xv, "x");
+    const Tensor p = packed_copy(random_weight(dtype, N, K, 42));
+    std::vector<float> first_level;
+    for (const std::string& level : kernels::available_simd_levels()) {
+      kernels::set_simd_level(level);
+      if (!level_has_packed_kernels()) continue;
+      ++packed_levels;
+      const std::string where = std::string(dtype_name(dtype)) + " " + level;
+      const auto batch = run_matmul(x, p, 2);
+      if (first_level.empty()) first_level = batch;
+      EXPECT_EQ(batch, first_level) << where << ": another level's bits";
+      EXPECT_EQ(batch, run_matmul(x, p, 1)) << where << " 1 thread";
+      EXPECT_EQ(batch, run_matmul(x, p, 3)) << where << " 3 threads";
+      for (int64_t rows : {1, 2, 4, 5, 16, 17}) {
+        for (int64_t first : {int64_t{0}, M - rows}) {
+          const std::vector<float> part(xv.begin() + first * K, xv.begin() + (first + rows) * K);
+          const auto y = run_matmul(f32_tensor(Shape{rows, K}, part, "xr"), p, 2);
+          EXPECT_EQ(y, std::vector<float>(batch.begin() + first * N, batch.begin() + (first + rows) * N))
+              << where << " rows " << first << ".." << first + rows - 1;
+        }
+      }
+    }
+  }
+  if (packed_levels == 0) GTEST_SKIP() << "no level with packed kernels (avx512vnni and above) on this CPU";
+}
+
+TEST(PackedWeights, WhichWeightsArePacked) {
+  SimdLevelGuard guard;
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    const bool packs = level_has_packed_kernels();
+    EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs) << level;
+    EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs) << level;
+    EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{33, 64})) << level << ": not whole groups of 16 rows";
+    EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{64})) << level << ": a vector";
+    EXPECT_FALSE(kernels::repacks_weight(DType::Q4_K, Shape{32, 256})) << level;
+    EXPECT_FALSE(kernels::repacks_weight(DType::BF16, Shape{32, 64})) << level;
+  }
+}
+
+TEST(PackedWeights, OtherKernelsAndReshapeRefuseAPackedWeight) {
+  ThreadPool pool(1);
+  Tensor p = packed_copy(random_weight(DType::Q8_0, 16, 32, 51));
+  expect_error(ErrorKind::Internal, [&] { (void)p.reshape(Shape{32, 16}); }, {"'w'", "repacked"});
+  Tensor out = Tensor::host(DType::F32, Shape{16, 32}, "out");
+  Tensor ones = f32_tensor(Shape{16, 32}, std::vector<float>(16 * 32, 1.0f), "ones");
+  std::vector<Tensor*> inputs{&p, &ones};
+  expect_error(ErrorKind::Internal, [&] { kernels::compute(Op::Add, std::monostate{}, inputs, out, pool); },
+               {"add", "'w'", "repacked weight"});
+  Tensor rows = random_weight(DType::Q4_K, 16, 256, 52);
+  expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(rows, pool); }, {"'w'", "q4_k"});
+}
