@@ -87,11 +87,17 @@ constexpr AmxTileConfig kTiles = AmxTileConfig{}
 // Loads the configuration where the thread's current one is another (none: the loops release the
 // tiles when done; or another user's, such as the peak probe of bench_kernels). Reading it back
 // is cheap.
-void configure_tiles() {
+void configure_tiles(const AmxTileConfig& config = kTiles) {
   AmxTileConfig current;
   _tile_storeconfig(&current);
-  if (std::memcmp(&current, &kTiles, sizeof(AmxTileConfig)) != 0) _tile_loadconfig(&kTiles);
+  if (std::memcmp(&current, &config, sizeof(AmxTileConfig)) != 0) _tile_loadconfig(&config);
 }
+
+// Packed q8_0 / q4_0 weights (packed_tiles): two blocks in flight, so the tiles multiply one while
+// the vector unit scales the other's sums. Tiles 0 and 1 the int32 sums (16 x 16), 2 and 3 x (16
+// rows x 32 bytes), 4 and 5 the weights (8 units of 64 bytes).
+constexpr AmxTileConfig kPackedTiles =
+    AmxTileConfig{}.tile(0, 16, 64).tile(1, 16, 64).tile(2, 16, 32).tile(3, 16, 32).tile(4, 8, 64).tile(5, 8, 64);
 
 // x's tiles go in groups of about kGroupBytes, which stay in L2 while every weight tile of the
 // thread's range passes them (all of a long prompt's would not fit, and come from L3 each time).
@@ -320,6 +326,31 @@ void bf16_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   _tile_release();
 }
 
+// One block's products into sums tile 0 (x in tile 2, weights in 4) or 1 (3, 5): the tile
+// intrinsics take literal tile numbers.
+void multiply_block_even(const int8_t* x, int64_t x_stride, const uint8_t* units) {
+  _tile_zero(0);
+  _tile_loadd(2, x, static_cast<long>(x_stride));
+  _tile_loadd(4, units, 64);
+  _tile_dpbssd(0, 2, 4);
+}
+void multiply_block_odd(const int8_t* x, int64_t x_stride, const uint8_t* units) {
+  _tile_zero(1);
+  _tile_loadd(3, x, static_cast<long>(x_stride));
+  _tile_loadd(5, units, 64);
+  _tile_dpbssd(1, 3, 5);
+}
+
+// acc[i] += f32(block b's sums of x row t * 16 + i) * (weight scales * that row's x scale).
+void scale_block(const MatmulArgs& a, int64_t t, int64_t rows, int64_t b, __m512 w_scale,
+                 const int32_t (&sums)[kTile][kTile], __m512 (&acc)[kTile]) {
+  const int64_t blocks = a.K / kBlock;
+  for (int64_t i = 0; i < rows; ++i) {
+    const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(a.xq_scale[(t * kTile + i) * blocks + b]));
+    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[i])), scale, acc[i]);
+  }
+}
+
 // Packed q8_0 / q4_0 weights (packed_weights.h): per block, one tdpbssd takes 16 rows of x (tile
 // 1: 16 rows of 32 signed bytes, straight from a.xq) against a group's 16 weight rows (tile 2: its
 // 8 units of 64 bytes, straight from the group for q8_0; for q4_0 the nibbles split into q - 8),
@@ -328,7 +359,7 @@ void bf16_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 // take either.
 template <DType T>
 void packed_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  configure_tiles();
+  configure_tiles(kPackedTiles);
   const int64_t blocks = a.K / kBlock;
   constexpr int64_t kUnits = T == DType::Q8_0 ? 8 : 4;  // 64-byte units of a group's block
   const size_t group_bytes = a.w_row_bytes * kTile;
@@ -371,22 +402,23 @@ void packed_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
         const int64_t rows = t < full_tiles ? kTile : a.M - t * kTile;
         __m512 acc[kTile];
         for (__m512& v : acc) v = _mm512_setzero_ps();
-        for (int64_t b = 0; b < blocks; ++b) {
-          _tile_zero(0);
-          _tile_loadd(1, x + b * kBlock, static_cast<long>(a.K));
-          _tile_loadd(2, units + b * unit_step, 64);
-          _tile_dpbssd(0, 1, 2);
+        const auto w_scale = [&](int64_t b) { return _mm512_cvtph_ps(_mm256_loadu_si256(scales + b)); };
+        // Blocks in pairs: block b + 1 is multiplied while block b's sums are scaled.
+        multiply_block_even(x, a.K, units);
+        for (int64_t b = 0; b < blocks; b += 2) {
+          if (b + 1 < blocks) multiply_block_odd(x + (b + 1) * kBlock, a.K, units + (b + 1) * unit_step);
           _tile_stored(0, sums, 64);
-          const __m512 w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(scales + b));
-          for (int64_t i = 0; i < rows; ++i) {
-            const int64_t m = t * kTile + i;
-            const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(a.xq_scale[m * blocks + b]));
-            acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[i])), scale, acc[i]);
+          scale_block(a, t, rows, b, w_scale(b), sums, acc);
+          if (b + 1 < blocks) {
+            if (b + 2 < blocks) multiply_block_even(x + (b + 2) * kBlock, a.K, units + (b + 2) * unit_step);
+            _tile_stored(1, sums, 64);
+            scale_block(a, t, rows, b + 1, w_scale(b + 1), sums, acc);
           }
         }
         const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0) : _mm512_setzero_ps();
-        for (int64_t i = 0; i < rows; ++i)
+        for (int64_t i = 0; i < rows; ++i) {
           _mm512_storeu_ps(a.y + (t * kTile + i) * a.y_stride + n0, _mm512_add_ps(acc[i], bias));
+        }
       }
     }
   }
