@@ -59,6 +59,19 @@ Tensor transformed_source(const TensorRecord& record, const ParamSpec& p) {
   return out.reshape(p.shape);
 }
 
+// Whether the graph multiplies by this parameter, rather than only looking rows up in it: true
+// for every matrix but a token embedding table that no other module reads (an untied one), which
+// a device's repacked layout would not speed up and which stays mapped in place.
+bool multiplied_by(const ModelSpec& spec, const ParamSpec& p) {
+  if (p.role != LogicalTensor::TokenEmbedding) return true;
+  for (const auto& module : spec.modules) {
+    for (const auto& other : module.params) {
+      if (&other != &p && other.name == p.name) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 Tensor materialize_weight(const Tensor& source, Device& device, DType dtype, const std::string& name,
@@ -123,7 +136,7 @@ void load_weights(const Checkpoint& ckpt, const Placement& placement, WeightStor
         fail(ErrorKind::Internal, "{}: tensor '{}' vanished after validation", ckpt.path, p.checkpoint_name());
       }
       // A weight the device keeps in a layout of its own is copied, then repacked there.
-      const bool repack = device.repacks_weight(p.compute_dtype, p.shape);
+      const bool repack = multiplied_by(ckpt.spec, p) && device.repacks_weight(p.compute_dtype, p.shape);
       auto stored = [&](Tensor t) { return repack ? device.repack_weight(t) : t; };
       if (p.transform.any()) {
         // Split or transposed once here, so no step copies it (its pages stay mapped for the

@@ -1,6 +1,7 @@
 // Puts every parameter of a checkpoint on the device its module is placed on: in place from the
 // memory-mapped file where the device can use host memory as it is, else written through the
-// device interface (converted on the host first when the dtype changes).
+// device interface (converted on the host first when the dtype changes, repacked on the device
+// where its backend keeps matrices in a layout of its own).
 #pragma once
 
 #include <functional>
@@ -21,8 +22,9 @@ using LoadProgress = std::function<void(uint64_t done, uint64_t total)>;
 // Each parameter gets its spec's compute dtype: matrices as stored, or as --dtype chose
 // (apply_weight_quant); vectors widened to f32. On a host-addressable device
 // (CPU), a tensor whose stored dtype is the dtype it runs in is used in place from the mapped file
-// (charged against the device's budget); every other tensor is copied or converted, and the
-// mapping's pages it came from are released.
+// (charged against the device's budget), unless the device repacks it (Device::repacks_weight:
+// matrices the graph multiplies by; a token embedding table only where the head shares it); every
+// other tensor is copied or converted, and the mapping's pages it came from are released.
 void load_weights(const Checkpoint& ckpt, const Placement& placement, WeightStore& weights,
                   const LoadProgress& progress = {});
 

@@ -31,10 +31,10 @@ Tensor packed_copy(const Tensor& w) {
   return kernels::repack_weight(copy_of(w), pool);
 }
 
-std::vector<float> run_matmul(const Tensor& x, const Tensor& w, int threads) {
+std::vector<float> run_matmul(const Tensor& x, const Tensor& w, int threads, const Tensor* bias = nullptr) {
   ThreadPool pool(threads);
   Tensor y = Tensor::host(DType::F32, Shape{x.dim(0), w.dim(0)}, "y");
-  kernels::matmul(x, w, nullptr, y, pool);
+  kernels::matmul(x, w, bias, y, pool);
   return values_of(y);
 }
 
@@ -108,7 +108,10 @@ TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
           const Tensor x = f32_tensor(Shape{M, K}, xv, "x");
           const Tensor w = random_weight(dtype, N, K, 32);
           const Tensor p = packed_copy(w);
-          const auto y = run_matmul(x, p, 2);
+          const auto bv = random_floats(static_cast<size_t>(N), 33);
+          const Tensor bias = f32_tensor(Shape{N}, bv, "bias");
+          const bool with_bias = M % 2 == 1;
+          const auto y = run_matmul(x, p, 2, with_bias ? &bias : nullptr);
           const auto* wp = static_cast<const uint8_t*>(w.data());
           for (int64_t m = 0; m < M; ++m) {
             std::vector<double> xe;
@@ -120,7 +123,8 @@ TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
               xe.assign(row.begin(), row.end());
             }
             for (int64_t n = 0; n < N; ++n) {
-              double ref = 0, magnitude = 0;
+              double ref = with_bias ? bv[static_cast<size_t>(n)] : 0.0;
+              double magnitude = std::fabs(ref);
               for (int64_t k = 0; k < K; ++k) {
                 const double prod = xe[static_cast<size_t>(k)] * ref_element(dtype, wp + n * w.row_bytes(), k);
                 ref += prod;
@@ -138,35 +142,39 @@ TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
 }
 
 TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
-  // One order of sums per output (isa.h matmul_packed): a row alone (decode), in small batches
-  // (the vector loops) and in a batch of 37 (amx: tiles) gives the same bits, for 1 to 3
-  // threads, and every level with packed kernels gives the same bits as the others.
+  // One order of sums per output (isa.h matmul_packed): a row alone (decode: 4 groups of rows at
+  // once, N = 80 has a fifth), in small batches (the vector loops) and in a batch of 37 (amx:
+  // tiles, two blocks in flight, here an odd number of blocks) gives the same bits, with a bias,
+  // for 1 to 3 threads, and every level with packed kernels gives the same bits as the others.
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
   int packed_levels = 0;
   for (DType dtype : kPackable) {
-    const int64_t M = 37, K = 320, N = 48;
+    const int64_t M = 37, K = 352, N = 80;
     const auto xv = random_floats(static_cast<size_t>(M * K), 41);
     const Tensor x = f32_tensor(Shape{M, K}, xv, "x");
     const Tensor p = packed_copy(random_weight(dtype, N, K, 42));
+    const Tensor bias = f32_tensor(Shape{N}, random_floats(static_cast<size_t>(N), 43), "bias");
     std::vector<float> first_level;
     for (const std::string& level : kernels::available_simd_levels()) {
       kernels::set_simd_level(level);
       if (!level_has_packed_kernels()) continue;
       ++packed_levels;
       const std::string where = std::string(dtype_name(dtype)) + " " + level;
-      const auto batch = run_matmul(x, p, 2);
+      const auto batch = run_matmul(x, p, 2, &bias);
       if (first_level.empty()) first_level = batch;
       EXPECT_EQ(batch, first_level) << where << ": another level's bits";
-      EXPECT_EQ(batch, run_matmul(x, p, 1)) << where << " 1 thread";
-      EXPECT_EQ(batch, run_matmul(x, p, 3)) << where << " 3 threads";
+      EXPECT_EQ(batch, run_matmul(x, p, 1, &bias)) << where << " 1 thread";
+      EXPECT_EQ(batch, run_matmul(x, p, 3, &bias)) << where << " 3 threads";
       for (int64_t rows : {1, 2, 4, 5, 16, 17}) {
         for (int64_t first : {int64_t{0}, M - rows}) {
           const std::vector<float> part(xv.begin() + first * K, xv.begin() + (first + rows) * K);
-          const auto y = run_matmul(f32_tensor(Shape{rows, K}, part, "xr"), p, 2);
-          EXPECT_EQ(y, std::vector<float>(batch.begin() + first * N, batch.begin() + (first + rows) * N))
-              << where << " rows " << first << ".." << first + rows - 1;
+          for (int threads : {1, 2, 3}) {
+            const auto y = run_matmul(f32_tensor(Shape{rows, K}, part, "xr"), p, threads, &bias);
+            EXPECT_EQ(y, std::vector<float>(batch.begin() + first * N, batch.begin() + (first + rows) * N))
+                << where << " rows " << first << ".." << first + rows - 1 << ", " << threads << " threads";
+          }
         }
       }
     }
@@ -185,6 +193,13 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{64})) << level << ": a vector";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q4_K, Shape{32, 256})) << level;
     EXPECT_FALSE(kernels::repacks_weight(DType::BF16, Shape{32, 64})) << level;
+  }
+  // The packed kernels take x rounded to q8_0: with f32 activations nothing is packed.
+  Q8ActivationsGuard mode_guard;
+  kernels::set_q8_0_activations(kernels::Q8Activations::F32);
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{32, 64})) << level << " with f32 activations";
   }
 }
 

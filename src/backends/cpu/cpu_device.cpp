@@ -95,8 +95,11 @@ bool CpuDevice::repacks_weight(DType dtype, const Shape& shape) const {
 }
 
 Tensor CpuDevice::repack_weight(const Tensor& weight) {
-  synchronize();  // the weight's bytes are written
-  return kernels::repack_weight(weight, pool_);
+  // On the stream, after the writes of the weight's bytes, the pool's one caller.
+  Tensor packed;
+  stream_.submit([this, &weight, &packed] { packed = kernels::repack_weight(weight, pool_); });
+  synchronize();
+  return packed;
 }
 
 std::unique_ptr<Program> CpuDevice::compile(std::span<const BoundOp> ops) {

@@ -52,10 +52,12 @@ bool OpaqueDevice::repacks_weight(DType dtype, const Shape& shape) const {
 }
 
 Tensor OpaqueDevice::repack_weight(const Tensor& weight) {
-  synchronize();
+  if (weight.layout() != Layout::Rows) fail(ErrorKind::Internal, "{}: '{}' is repacked already", name(), weight.name());
   const Tensor hidden = Tensor::view(Storage::view(host_pointer(weight), weight.nbytes(), nullptr), 0, weight.dtype(),
                                      weight.shape(), weight.name());
-  kernels::repack_weight(hidden, pool_);
+  // On the stream, after the writes of the weight's bytes, the pool's one caller.
+  stream_.submit([this, &hidden] { kernels::repack_weight(hidden, pool_); });
+  synchronize();
   return weight.with_layout(Layout::Packed);
 }
 

@@ -34,7 +34,7 @@ bool is_weight_type(DType t) {
 
 void compute(Op op, const OpParams& params, const std::vector<Tensor*>& inputs, Tensor& out, ThreadPool& pool) {
   const auto& in = inputs;
-  // A repacked weight (repack_weight) is read by matmul and embedding only.
+  // A repacked weight (repack_weight) is read by matmul and embedding only (and to_f32, no op's).
   for (size_t i = 0; i < in.size(); ++i) {
     const bool reads_packed = (op == Op::MatMul && i == 1) || (op == Op::Embedding && i == 0);
     if (in[i] != nullptr && in[i]->layout() == Layout::Packed && !reads_packed) {

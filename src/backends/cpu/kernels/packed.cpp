@@ -29,7 +29,8 @@ bool repack_enabled() {
 
 bool repacks_weight(DType dtype, const Shape& shape) {
   return cpu::is_packable_type(dtype) && shape.rank == 2 && shape[0] > 0 && shape[0] % cpu::kPackedRows == 0 &&
-         shape[1] > 0 && shape[1] % 32 == 0 && cpu::active_isa().matmul_packed != nullptr && repack_enabled();
+         shape[1] > 0 && shape[1] % 32 == 0 && cpu::active_isa().matmul_packed != nullptr && repack_enabled() &&
+         q8_0_activations() == Q8Activations::Q8_0;  // the packed kernels take x rounded to q8_0
 }
 
 Tensor repack_weight(const Tensor& w, ThreadPool& pool) {
@@ -54,6 +55,9 @@ Tensor repack_weight(const Tensor& w, ThreadPool& pool) {
 }
 
 void unpack_rows(const Tensor& w, int64_t first, int64_t count, uint8_t* out) {
+  if (!cpu::is_packable_type(w.dtype()) || w.layout() != Layout::Packed) {
+    fail(ErrorKind::Internal, "unpack_rows: '{}' ({}) is not a repacked weight", w.name(), dtype_name(w.dtype()));
+  }
   const size_t row_bytes = w.row_bytes();
   const auto* data = static_cast<const uint8_t*>(w.data());
   for (int64_t r = first; r < first + count; ++r) {

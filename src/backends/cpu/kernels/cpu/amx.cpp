@@ -352,11 +352,11 @@ void scale_block(const MatmulArgs& a, int64_t t, int64_t rows, int64_t b, __m512
 }
 
 // Packed q8_0 / q4_0 weights (packed_weights.h): per block, one tdpbssd takes 16 rows of x (tile
-// 1: 16 rows of 32 signed bytes, straight from a.xq) against a group's 16 weight rows (tile 2: its
-// 8 units of 64 bytes, straight from the group for q8_0; for q4_0 the nibbles split into q - 8),
-// leaving the exact block dot products; then per output acc += f32(dot) * (weight scales * x
-// scale): the vector loops' order (avx512_dot.cpp), so the two agree bit for bit and any M may
-// take either.
+// 2 or 3: 16 rows of 32 signed bytes, straight from a.xq) against a group's 16 weight rows (tile 4
+// or 5: its 8 units of 64 bytes, straight from the group for q8_0; for q4_0 the nibbles split into
+// q - 8), leaving the exact block dot products in tile 0 or 1; then per output
+// acc = fma(f32(dot), weight scales * x scale, acc): the vector loops' operations in their order
+// (avx512_dot.cpp), so the two agree bit for bit and any M may take either.
 template <DType T>
 void packed_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   configure_tiles(kPackedTiles);
@@ -366,7 +366,8 @@ void packed_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
   const int64_t full_tiles = a.M / kTile;
   // A last partial tile of x rows: copied with zero rows after it.
-  auto* padded = static_cast<int8_t*>(scratch(Scratch::PaddedX, static_cast<size_t>(kTile * a.K), true));
+  auto* padded =
+      static_cast<int8_t*>(scratch(Scratch::PaddedX, static_cast<size_t>(kTile * a.K), full_tiles < m_tiles));
   if (full_tiles < m_tiles) {
     std::memcpy(padded, a.xq + full_tiles * kTile * a.K, static_cast<size_t>((a.M - full_tiles * kTile) * a.K));
   }

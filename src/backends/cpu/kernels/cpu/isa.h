@@ -114,9 +114,9 @@ struct Isa {
   int64_t small_batch_rows = 0;
   // Levels with kernels for packed weights (a.w_packed): their matmul for them, n_begin and n_end
   // multiples of 16. nullptr elsewhere: matmul.cpp unpacks the rows for `matmul`. Every level that
-  // has it sums each output in the same order (per block, the exact integer dot product, then
-  // acc += f32(dot) * (weight scale * x scale) in increasing k), so they agree bit for bit, for
-  // every M.
+  // has it computes each output with the same operations in the same order (per block, the exact
+  // integer dot product, then acc = fma(f32(dot), weight scale * x scale, acc) in increasing k;
+  // then acc + bias), so they agree bit for bit, for every M (small_batch_rows does not apply).
   void (*matmul_packed)(const MatmulArgs& args, int64_t n_begin, int64_t n_end) = nullptr;
 };
 
