@@ -206,6 +206,36 @@ void BM_AttentionDecode(benchmark::State& state) {
   state.SetLabel(kernels::simd_level());
 }
 
+// A prompt's causal attention: T new tokens into an empty f16 cache (the default KV cache), heads
+// as bench300m's (16 of 64 over 8 kv heads) or a 7B's (32 of 128 over 8). Reports GFLOP/s, 4 flops
+// per (query, visible key, head dim), and the fraction of the f32 FMA peak its loops are built on.
+void BM_PromptAttention(benchmark::State& state) {
+  const int64_t T = state.range(0);
+  const int n_head = static_cast<int>(state.range(1));
+  const int head_dim = static_cast<int>(state.range(2));
+  ThreadPool pool(static_cast<int>(state.range(3)));
+  const AttentionParams p{n_head, 8, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim)), 0};
+  const int64_t width = static_cast<int64_t>(n_head) * head_dim;
+  const int64_t kv_width = int64_t{8} * head_dim;
+  Tensor q = random_f32(Shape{T, width}, 3);
+  Tensor k = random_f32(Shape{T, kv_width}, 4);
+  Tensor v = random_f32(Shape{T, kv_width}, 5);
+  Tensor k_cache = Tensor::host(DType::F16, Shape{T, kv_width});
+  Tensor v_cache = Tensor::host(DType::F16, Shape{T, kv_width});
+  Tensor out = Tensor::host(DType::F32, Shape{T, width});
+  const std::string level = kernels::simd_level();
+  const double peak = kernels::measure_peak_ops(kernels::PeakInstruction::FmaF32, level, pool);
+  for (auto _ : state) {
+    kernels::attention(q, k, v, k_cache, v_cache, p, out, pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double flops =
+      4.0 * static_cast<double>(T * (T + 1) / 2) * static_cast<double>(width) * static_cast<double>(state.iterations());
+  state.counters["GFLOPs"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+  if (peak > 0.0) state.counters["of_peak"] = benchmark::Counter(flops / peak, benchmark::Counter::kIsRate);
+  state.SetLabel(level);
+}
+
 // Non-causal attention inside segments, no cache (Op::SegmentAttention): a vision tower's layer
 // on one image (as many queries as patches) or a resampler's learned queries against an image's
 // patches. Reports GFLOP/s: 4 flops per (query, key, head dim) (the scores and the value sums).
@@ -306,6 +336,13 @@ BENCHMARK(BM_Prefill)
 BENCHMARK(BM_AttentionDecode)
     ->ArgsProduct({{512, 4096}, {1, 2}})
     ->ArgNames({"S", "threads"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK(BM_PromptAttention)
+    ->ArgsProduct({{512, 2048}, {16}, {64}, {1, 2}})
+    ->ArgsProduct({{512}, {32}, {128}, {1, 2}})
+    ->ArgNames({"T", "heads", "head_dim", "threads"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -252,6 +252,31 @@ TEST(Attention, NarrowCachesMatchTheReferenceOverTheRoundedValues) {
   check_attention(cases[5], 1, DType::F16);
 }
 
+// Prompts of many tokens (Isa::prompt_attention where the level has it): blocks of tokens x heads
+// against tiles of keys, the causal limit inside a block and a tile, group sizes that do and do not
+// fill whole vectors of rows, head_dims with and without a remainder of the register tile, and
+// every cache dtype.
+TEST(Attention, PromptsInBlocksMatchTheReference) {
+  SimdLevelGuard guard;
+  const Case cases[] = {
+      {4, 4, 64, 70, 0, 80, 0.125f, 1.0f},     // MHA: 32 tokens a block, past one key tile
+      {14, 2, 64, 37, 0, 40, 0.125f, 1.0f},    // 7 heads a kv head (Qwen2-0.5B): 28 rows a block
+      {32, 2, 128, 9, 60, 80, 0.0884f, 1.0f},  // 16 heads a kv head (GLM-4): 2 tokens a block
+      {6, 2, 20, 129, 3, 140, 0.22f, 1.0f},    // 3 heads a kv head, head_dim 20, three key tiles
+      {4, 2, 32, 40, 100, 150, 1.0f, 3.0f},    // peaky softmax, a chunk after cached rows
+      {8, 8, 17, 6, 0, 6, 0.3f, 1.0f},         // one block, odd head_dim, the cache full
+  };
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    for (const Case& c : cases) check_attention(c, 2);
+    for (DType type : {DType::F16, DType::BF16}) check_attention(cases[3], 2, type);
+    check_attention(cases[0], 2, DType::Q8_0);
+    check_attention(cases[2], 2, DType::Q8_0);
+  }
+  check_attention(cases[1], 1);
+  check_attention(cases[3], 3, DType::F16);
+}
+
 TEST(Attention, RefusesCachesOfTwoDtypesOrANonCacheDtype) {
   ThreadPool pool(1);
   Tensor q = Tensor::host(DType::F32, Shape{1, 128}, "q");

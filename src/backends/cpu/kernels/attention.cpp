@@ -13,6 +13,52 @@
 #include "graph/op.h"
 
 namespace ferry::kernels {
+namespace {
+
+// From this many new tokens on, attention runs as small matrix products over blocks of tokens
+// (Isa::prompt_attention); decode and short chunks stay token by token.
+constexpr int64_t kMinPromptTokens = 4;
+
+// Tasks: (a block of tokens, kv head), each block's tokens x the group's query heads about
+// kPromptRows rows. Later blocks see more keys: they go first, so the dynamic hand-out ends on
+// short tasks.
+void prompt_attention(const Tensor& q, const uint8_t* kc, const uint8_t* vc, size_t row_bytes, DType cache_type,
+                      const AttentionParams& p, Tensor& out, ThreadPool& pool) {
+  const cpu::Isa& isa = cpu::active_isa();
+  const int64_t T = q.dim(0);
+  const int group = p.n_head / p.n_kv_head;
+  const int64_t block = std::max<int64_t>(1, cpu::AttentionHeads::kPromptRows / group);
+  const int64_t n_blocks = (T + block - 1) / block;
+  const int64_t width = static_cast<int64_t>(p.n_head) * p.head_dim;
+  const float* q_data = q.data_as<const float>();
+  float* o = out.data_as<float>();
+  const size_t scratch_per_thread = cpu::AttentionHeads::prompt_scratch_floats(cache_type, p.head_dim, block * group);
+  std::vector<float> scratch(static_cast<size_t>(pool.size()) * scratch_per_thread);
+  pool.parallel_for(n_blocks * p.n_kv_head, [&](int64_t task, int thread) {
+    const int64_t first = (n_blocks - 1 - task / p.n_kv_head) * block;
+    const int kv_head = static_cast<int>(task % p.n_kv_head);
+    const int64_t head_offset = static_cast<int64_t>(kv_head) * group * p.head_dim;
+    cpu::AttentionHeads heads;
+    heads.q = q_data + first * width + head_offset;
+    heads.n_heads = group;
+    heads.n_tokens = std::min(block, T - first);
+    heads.token_stride = width;
+    heads.cache_type = cache_type;
+    heads.k_cache = kc;
+    heads.v_cache = vc;
+    heads.cache_row_bytes = row_bytes;
+    heads.first_col = static_cast<int64_t>(kv_head) * p.head_dim;
+    heads.f16_table = cache_type == DType::F32 ? nullptr : cpu::f16_table();
+    heads.n_keys = p.kv_offset + first + 1;
+    heads.head_dim = p.head_dim;
+    heads.scale = p.scale;
+    heads.out = o + first * width + head_offset;
+    heads.scratch = scratch.data() + static_cast<size_t>(thread) * scratch_per_thread;
+    isa.prompt_attention(heads);
+  });
+}
+
+}  // namespace
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                const AttentionParams& p, Tensor& out, ThreadPool& pool) {
@@ -76,9 +122,13 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cach
     });
   }
 
+  const cpu::Isa& isa = cpu::active_isa();
+  if (T >= kMinPromptTokens && isa.prompt_attention != nullptr) {
+    prompt_attention(q, kc, vc, row_bytes, cache_type, p, out, pool);
+    return;
+  }
   // Tasks: (token, kv head, a slice of at most kMaxHeads of the query heads that read that kv head).
   // The heads of a slice share each K/V row they read.
-  const cpu::Isa& isa = cpu::active_isa();
   constexpr int kMaxHeads = cpu::AttentionHeads::kMaxHeads;
   const int group = p.n_head / p.n_kv_head;
   const int slices_per_group = (group + kMaxHeads - 1) / kMaxHeads;

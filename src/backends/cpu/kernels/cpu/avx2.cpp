@@ -22,6 +22,7 @@
 #endif
 
 #include "backends/cpu/kernels/cpu/simd_kernels.h"
+#include "backends/cpu/kernels/cpu/simd_prompt_attention.h"
 // After simd_kernels.h: the block types' matmul uses its f32 dot product.
 #include "backends/cpu/kernels/cpu/simd_blocks.h"
 
@@ -196,6 +197,9 @@ void row_to_f32_avx2(DType type, const void* src, float* dst, int64_t n) {
 void attention_avx2(const AttentionHeads& r) {
   simd::attention<Avx2>(r);
 }
+void prompt_attention_avx2(const AttentionHeads& r) {
+  simd::prompt_attention<Avx2>(r);
+}
 float sum_f32_avx2(const float* p, int64_t n) {
   return simd::sum_f32<Avx2>(p, n);
 }
@@ -214,7 +218,13 @@ float sum_f32_avx2(const float* p, int64_t n) {
 namespace ferry::kernels::cpu {
 const Isa* avx2_isa() {
 #ifdef FERRY_HAVE_AVX2
-  static const Isa isa{"avx2", matmul_avx2, row_to_f32_avx2, attention_avx2, sum_f32_avx2, quantize_row_q8_0_avx2};
+  static const Isa isa{.name = "avx2",
+                       .matmul = matmul_avx2,
+                       .row_to_f32 = row_to_f32_avx2,
+                       .attention = attention_avx2,
+                       .prompt_attention = prompt_attention_avx2,
+                       .sum_f32 = sum_f32_avx2,
+                       .quantize_row_q8_0 = quantize_row_q8_0_avx2};
   return &isa;
 #else
   return nullptr;

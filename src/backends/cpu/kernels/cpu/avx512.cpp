@@ -22,6 +22,7 @@
 #endif
 
 #include "backends/cpu/kernels/cpu/simd_kernels.h"
+#include "backends/cpu/kernels/cpu/simd_prompt_attention.h"
 // After simd_kernels.h: the block types' matmul uses its f32 dot product.
 #include "backends/cpu/kernels/cpu/simd_blocks.h"
 // After both: the traits use their helpers.
@@ -68,6 +69,9 @@ void row_to_f32_avx512(DType type, const void* src, float* dst, int64_t n) {
 void attention_avx512(const AttentionHeads& r) {
   simd::attention<Avx512>(r);
 }
+void prompt_attention_avx512(const AttentionHeads& r) {
+  simd::prompt_attention<Avx512>(r);
+}
 float sum_f32_avx512(const float* p, int64_t n) {
   return simd::sum_f32<Avx512>(p, n);
 }
@@ -86,8 +90,13 @@ float sum_f32_avx512(const float* p, int64_t n) {
 namespace ferry::kernels::cpu {
 const Isa* avx512_isa() {
 #ifdef FERRY_HAVE_AVX512
-  static const Isa isa{"avx512",         matmul_avx512,  row_to_f32_avx512,
-                       attention_avx512, sum_f32_avx512, quantize_row_q8_0_avx512};
+  static const Isa isa{.name = "avx512",
+                       .matmul = matmul_avx512,
+                       .row_to_f32 = row_to_f32_avx512,
+                       .attention = attention_avx512,
+                       .prompt_attention = prompt_attention_avx512,
+                       .sum_f32 = sum_f32_avx512,
+                       .quantize_row_q8_0 = quantize_row_q8_0_avx512};
   return &isa;
 #else
   return nullptr;

@@ -202,7 +202,12 @@ void cache_row_to_f32_scalar(DType type, const uint8_t* row, int64_t first, int6
 }
 
 const Isa& scalar_isa() {
-  static const Isa isa{"scalar", matmul, row_to_f32_scalar, attention, sum_f32, quantize_row_q8_0_split};
+  static const Isa isa{.name = "scalar",
+                       .matmul = matmul,
+                       .row_to_f32 = row_to_f32_scalar,
+                       .attention = attention,
+                       .sum_f32 = sum_f32,
+                       .quantize_row_q8_0 = quantize_row_q8_0_split};
   return isa;
 }
 
