@@ -61,51 +61,66 @@ std::atomic<int> g_q8_0_activations{-1};
 std::atomic<int> g_gemv_prefetch{-1};
 
 // args.xq and the rest: the args.M rows of x rounded as llama.cpp rounds them for the weight type
-// (q8_0, q8_1 or q8_K), in this thread's buffers.
-void round_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, cpu::ActivationQuant quant) {
+// (q8_0, q8_1 or q8_K), in the calling thread's buffers, the rows split over the pool.
+void round_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, cpu::ActivationQuant quant, ThreadPool& pool) {
   thread_local std::vector<int8_t> xq;
   thread_local std::vector<float> xq_scale;
   thread_local std::vector<float> xq_sum;
   thread_local std::vector<int16_t> xq_bsum;
+  thread_local std::vector<uint8_t> flipped;
+  thread_local std::vector<int32_t> block_sum;
   const int64_t K = args.K;
   const int64_t scales = K / cpu::activation_block(quant);
   xq.resize(static_cast<size_t>(args.M * K));
   xq_scale.resize(static_cast<size_t>(args.M * scales));
   if (quant == cpu::ActivationQuant::Q8_1) xq_sum.resize(static_cast<size_t>(args.M * (K / 32)));
   if (quant == cpu::ActivationQuant::Q8_K) xq_bsum.resize(static_cast<size_t>(args.M * (K / 16)));
-  for (int64_t m = 0; m < args.M; ++m) {
-    const float* x = args.x + m * args.x_stride;
-    int8_t* q = xq.data() + m * K;
-    float* scale = xq_scale.data() + m * scales;
-    if (quant == cpu::ActivationQuant::Q8_K) {
-      cpu::quantize_row_q8_K_split(x, K, q, scale, xq_bsum.data() + m * (K / 16));
-    } else {
-      isa.quantize_row_q8_0(x, K, q, scale);
-      if (quant == cpu::ActivationQuant::Q8_1) cpu::q8_1_sums(x, q, K, xq_sum.data() + m * (K / 32));
+  // Packed weights' vector loops also read x's quants + 128 (q8_0) or its block sums (q4_0); a
+  // level whose larger batches take other loops (small_batch_rows: amx's tiles) reads them only in
+  // small ones.
+  const bool vector_forms = args.w_packed && isa.matmul_packed != nullptr &&
+                            (isa.small_batch_rows == 0 || args.call_rows <= isa.small_batch_rows);
+  const bool flip = vector_forms && args.w_type == DType::Q8_0;
+  const bool sum_blocks = vector_forms && args.w_type == DType::Q4_0;
+  if (flip) flipped.resize(xq.size());
+  if (sum_blocks) block_sum.resize(static_cast<size_t>(args.M * (K / 32)));
+  // The buffers by pointer: inside the tasks, the names would be the pool threads' own.
+  int8_t* const q_all = xq.data();
+  float* const scale_all = xq_scale.data();
+  float* const sum_all = xq_sum.data();
+  int16_t* const bsum_all = xq_bsum.data();
+  uint8_t* const flipped_all = flipped.data();
+  int32_t* const block_sum_all = block_sum.data();
+  pool.parallel_range(args.M, min_chunk_for(K), [&](int64_t begin, int64_t end, int) {
+    for (int64_t m = begin; m < end; ++m) {
+      const float* x = args.x + m * args.x_stride;
+      int8_t* q = q_all + m * K;
+      float* scale = scale_all + m * scales;
+      if (quant == cpu::ActivationQuant::Q8_K) {
+        cpu::quantize_row_q8_K_split(x, K, q, scale, bsum_all + m * (K / 16));
+      } else {
+        isa.quantize_row_q8_0(x, K, q, scale);
+        if (quant == cpu::ActivationQuant::Q8_1) cpu::q8_1_sums(x, q, K, sum_all + m * (K / 32));
+      }
+      if (flip) {
+        uint8_t* u = flipped_all + m * K;
+        for (int64_t k = 0; k < K; ++k) u[k] = static_cast<uint8_t>(q[k]) ^ 0x80;
+      }
+      if (sum_blocks) {
+        for (int64_t b = 0; b < K / 32; ++b) {
+          int32_t sum = 0;
+          for (int64_t j = 0; j < 32; ++j) sum += q[b * 32 + j];
+          block_sum_all[m * (K / 32) + b] = sum;
+        }
+      }
     }
-  }
-  args.xq = xq.data();
-  args.xq_scale = xq_scale.data();
-  args.xq_sum = quant == cpu::ActivationQuant::Q8_1 ? xq_sum.data() : nullptr;
-  args.xq_bsum = quant == cpu::ActivationQuant::Q8_K ? xq_bsum.data() : nullptr;
-  args.xq_block_sum = nullptr;
-  args.xq_unsigned = nullptr;
-  if (args.w_packed && args.w_type == DType::Q8_0) {
-    thread_local std::vector<uint8_t> flipped;
-    flipped.resize(xq.size());
-    for (size_t i = 0; i < xq.size(); ++i) flipped[i] = static_cast<uint8_t>(xq[i]) ^ 0x80;
-    args.xq_unsigned = flipped.data();
-  }
-  if (args.w_packed && args.w_type == DType::Q4_0) {
-    thread_local std::vector<int32_t> block_sum;
-    block_sum.resize(static_cast<size_t>(args.M * (K / 32)));
-    for (int64_t i = 0; i < args.M * (K / 32); ++i) {
-      int32_t sum = 0;
-      for (int64_t j = 0; j < 32; ++j) sum += xq[static_cast<size_t>(i * 32 + j)];
-      block_sum[static_cast<size_t>(i)] = sum;
-    }
-    args.xq_block_sum = block_sum.data();
-  }
+  });
+  args.xq = q_all;
+  args.xq_scale = scale_all;
+  args.xq_sum = quant == cpu::ActivationQuant::Q8_1 ? sum_all : nullptr;
+  args.xq_bsum = quant == cpu::ActivationQuant::Q8_K ? bsum_all : nullptr;
+  args.xq_unsigned = flip ? flipped_all : nullptr;
+  args.xq_block_sum = sum_blocks ? block_sum_all : nullptr;
 }
 
 // Rows [n_begin, n_end) of y for a packed weight on a level without packed kernels (or x kept
@@ -144,27 +159,34 @@ void pack_rows(cpu::MatmulArgs& args, const cpu::Isa& isa) {
   args.x_packed_scale = packed_scale.data();
 }
 
-// The args.M rows of x rounded to bf16 (core/half.h f32_to_bf16), in this thread's buffer: as bf16
+// The args.M rows of x rounded to bf16 (core/half.h f32_to_bf16), in the calling thread's buffer,
+// the rows split over the pool: as bf16
 // (args.xb) where the level multiplies bf16 pairs, else as the f32 values of the rounded numbers
 // (args.x, rows K apart) for its f32 loops.
-void round_rows_bf16(cpu::MatmulArgs& args, const cpu::Isa& isa) {
+void round_rows_bf16(cpu::MatmulArgs& args, const cpu::Isa& isa, ThreadPool& pool) {
   const auto count = static_cast<size_t>(args.M * args.K);
+  const int64_t K = args.K;
   if (isa.round_row_bf16 != nullptr) {
     thread_local std::vector<uint16_t> xb;
     xb.resize(count);
-    for (int64_t m = 0; m < args.M; ++m) isa.round_row_bf16(args.x + m * args.x_stride, args.K, xb.data() + m * args.K);
-    args.xb = xb.data();
+    uint16_t* const xb_all = xb.data();  // by pointer: in the tasks, xb would be the pool thread's
+    pool.parallel_range(args.M, min_chunk_for(K), [&](int64_t begin, int64_t end, int) {
+      for (int64_t m = begin; m < end; ++m) isa.round_row_bf16(args.x + m * args.x_stride, K, xb_all + m * K);
+    });
+    args.xb = xb_all;
     return;
   }
   thread_local std::vector<float> rounded;
   rounded.resize(count);
-  for (int64_t m = 0; m < args.M; ++m) {
-    const float* row = args.x + m * args.x_stride;
-    for (int64_t k = 0; k < args.K; ++k)
-      rounded[static_cast<size_t>(m * args.K + k)] = bf16_to_f32(f32_to_bf16(row[k]));
-  }
-  args.x = rounded.data();
-  args.x_stride = args.K;
+  float* const rounded_all = rounded.data();
+  pool.parallel_range(args.M, min_chunk_for(K), [&](int64_t begin, int64_t end, int) {
+    for (int64_t m = begin; m < end; ++m) {
+      const float* row = args.x + m * args.x_stride;
+      for (int64_t k = 0; k < K; ++k) rounded_all[m * K + k] = bf16_to_f32(f32_to_bf16(row[k]));
+    }
+  });
+  args.x = rounded_all;
+  args.x_stride = K;
 }
 
 }  // namespace
@@ -270,8 +292,8 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     args.M = std::min(slab_rows, M - m0);
     args.x = x_all + m0 * K;
     args.y = y_all + m0 * N;
-    if (round_x) round_rows(args, isa, quant);
-    if (round_x_bf16) round_rows_bf16(args, isa);
+    if (round_x) round_rows(args, isa, quant, pool);
+    if (round_x_bf16) round_rows_bf16(args, isa, pool);
     if ((round_x || round_x_bf16) && isa.pack_x != nullptr) pack_rows(args, isa);
     // Split the output rows; chunks are multiples of 16 rows so the ISA's row tiles stay whole.
     constexpr int64_t kRowTile = 16;

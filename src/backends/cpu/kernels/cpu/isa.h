@@ -46,9 +46,10 @@ struct MatmulArgs {
   // in that layout, and xq's scales; else nullptr.
   const uint8_t* x_packed = nullptr;
   const float* x_packed_scale = nullptr;
-  // w in cpu/packed_weights.h's layout (Layout::Packed, q8_0 or q4_0); then also, for q4_0, the
-  // sum of each block's quants of x, [M, K / 32], and for q8_0 the quants + 128 as unsigned bytes
-  // (x ^ 0x80), [M, K].
+  // w in cpu/packed_weights.h's layout (Layout::Packed, q8_0 or q4_0); then also, where the
+  // level's vector loops for packed weights run (every call on a level without small_batch_rows,
+  // calls of up to that many rows on one with), for q4_0 the sum of each block's quants of x,
+  // [M, K / 32], and for q8_0 the quants + 128 as unsigned bytes (x ^ 0x80), [M, K]; else nullptr.
   bool w_packed = false;
   const int32_t* xq_block_sum = nullptr;
   const uint8_t* xq_unsigned = nullptr;
