@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/simd.h"
 #include "reference.h"
@@ -275,6 +276,58 @@ TEST(Attention, PromptsInBlocksMatchTheReference) {
   }
   check_attention(cases[1], 1);
   check_attention(cases[3], 3, DType::F16);
+}
+
+// An f16 cache's new rows are rounded by the level's vector loop where it has one: bit for bit as
+// f32_to_f16, for halfway cases, subnormals, the overflow edge, infinities and NaNs with payloads
+// (which the conversion instruction would keep), in vectors with and without a NaN and in a tail.
+TEST(Attention, F16CacheRowsRoundBitForBitAtEveryLevel) {
+  SimdLevelGuard guard;
+  const uint32_t special[] = {0x00000000u, 0x80000000u, 0x3f800000u, 0x477fe000u, 0x477fefffu, 0x477ff000u,
+                              0x7f7fffffu, 0x7f800000u, 0xff800000u, 0x7f800001u, 0xffc12345u, 0x7fc00000u,
+                              0x33000000u, 0x33000001u, 0x33400000u, 0x387fe000u, 0x387ff000u, 0x38800000u,
+                              0x3f801000u, 0x3f803000u, 0xbf801000u, 0x00000001u, 0x807fffffu, 0x3a001000u};
+  std::vector<float> values;
+  for (int rep = 0; rep < 3; ++rep) {
+    for (uint32_t bits : special) {
+      float f;
+      std::memcpy(&f, &bits, 4);
+      values.push_back(f);
+    }
+  }
+  // Then random bit patterns over every exponent, with many exact halfway mantissas; no NaN among
+  // the first of them, so whole vectors take the instruction.
+  uint32_t state = 12345u;
+  for (int i = 0; i < 4000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    uint32_t bits = state;
+    if (i % 3 == 0) bits = (bits & ~0x1fffu) | 0x1000u;
+    if (i < 2000 && (bits & 0x7f800000u) == 0x7f800000u) bits &= 0xbfffffffu;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    values.push_back(f);
+  }
+  values.push_back(1.0f);  // a tail past whole vectors
+  int levels_with_loop = 0;
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    const auto round = kernels::cpu::active_isa().round_row_f16;
+    if (round == nullptr) continue;
+    ++levels_with_loop;
+    for (size_t offset : {size_t{0}, size_t{3}, size_t{72}}) {
+      const auto n = static_cast<int64_t>(values.size() - offset);
+      std::vector<uint16_t> got(static_cast<size_t>(n));
+      round(values.data() + offset, n, got.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const float x = values[offset + static_cast<size_t>(i)];
+        uint32_t bits;
+        std::memcpy(&bits, &x, 4);
+        ASSERT_EQ(got[static_cast<size_t>(i)], f32_to_f16(x)) << level << " input bits " << std::hex << bits;
+      }
+    }
+  }
+  // Every level but scalar has the loop; this CPU runs at least one of them unless it is not x86.
+  EXPECT_EQ(levels_with_loop, static_cast<int>(kernels::available_simd_levels().size()) - 1);
 }
 
 TEST(Attention, RefusesCachesOfTwoDtypesOrANonCacheDtype) {

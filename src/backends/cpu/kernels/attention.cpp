@@ -115,10 +115,18 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cach
     // quantize_row_q8_0_ref, blocks of 32 along the row).
     const float* k_data = k.data_as<const float>();
     const float* v_data = v.data_as<const float>();
+    const cpu::Isa& isa = cpu::active_isa();
+    const auto round = [&](const float* src, uint8_t* dst) {
+      if (cache_type == DType::F16 && isa.round_row_f16 != nullptr) {
+        isa.round_row_f16(src, kv_width, reinterpret_cast<uint16_t*>(dst));
+      } else {
+        cpu::row_from_f32(cache_type, src, dst, kv_width);
+      }
+    };
     pool.parallel_for(T, [&](int64_t t, int) {
       const size_t at = static_cast<size_t>(p.kv_offset + t) * row_bytes;
-      cpu::row_from_f32(cache_type, k_data + t * kv_width, kc + at, kv_width);
-      cpu::row_from_f32(cache_type, v_data + t * kv_width, vc + at, kv_width);
+      round(k_data + t * kv_width, kc + at);
+      round(v_data + t * kv_width, vc + at);
     });
   }
 

@@ -10,6 +10,7 @@
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/quant.h"
 #include "backends/cpu/kernels/cpu/quant_blocks.h"
+#include "core/half.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FERRY_HAVE_AVX2 1
@@ -21,6 +22,7 @@
 #pragma GCC target("avx2,fma,f16c")
 #endif
 
+#include "backends/cpu/kernels/cpu/simd_elementwise.h"
 #include "backends/cpu/kernels/cpu/simd_kernels.h"
 #include "backends/cpu/kernels/cpu/simd_prompt_attention.h"
 // After simd_kernels.h: the block types' matmul uses its f32 dot product.
@@ -54,6 +56,12 @@ struct Avx2 {
     return _mm256_mul_ps(v, _mm256_castsi256_ps(bits));
   }
   static V zero_below(V v, V x, V limit) { return _mm256_and_ps(v, _mm256_cmp_ps(x, limit, _CMP_GE_OQ)); }
+  static V div(V a, V b) { return _mm256_div_ps(a, b); }
+  static V select_negative(V x, V a, V b) { return _mm256_blendv_ps(a, b, x); }  // b where x's sign is set
+  static bool any_nan(V v) { return _mm256_movemask_ps(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)) != 0; }
+  static void store_f16(uint16_t* p, V v) {  // to nearest even; NaN keeps its payload's top bits
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
   static V load_x(const float* p) { return _mm256_loadu_ps(p); }
   static V load_x_partial(const float* p, int n) {
     float buf[W] = {};
@@ -200,6 +208,12 @@ void attention_avx2(const AttentionHeads& r) {
 void prompt_attention_avx2(const AttentionHeads& r) {
   simd::prompt_attention<Avx2>(r);
 }
+void swiglu_avx2(const float* gate, const float* up, float* out, int64_t n) {
+  simd::swiglu<Avx2>(gate, up, out, n);
+}
+void round_row_f16_avx2(const float* x, int64_t n, uint16_t* out) {
+  simd::round_row_f16<Avx2>(x, n, out);
+}
 float sum_f32_avx2(const float* p, int64_t n) {
   return simd::sum_f32<Avx2>(p, n);
 }
@@ -224,7 +238,9 @@ const Isa* avx2_isa() {
                        .attention = attention_avx2,
                        .prompt_attention = prompt_attention_avx2,
                        .sum_f32 = sum_f32_avx2,
-                       .quantize_row_q8_0 = quantize_row_q8_0_avx2};
+                       .quantize_row_q8_0 = quantize_row_q8_0_avx2,
+                       .swiglu = swiglu_avx2,
+                       .round_row_f16 = round_row_f16_avx2};
   return &isa;
 #else
   return nullptr;

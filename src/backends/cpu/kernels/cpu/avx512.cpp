@@ -9,6 +9,7 @@
 #include "backends/cpu/kernels/cpu/quant.h"
 #include "backends/cpu/kernels/cpu/quant_blocks.h"
 #include "backends/cpu/kernels/cpu/x86_intrinsics.h"
+#include "core/half.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FERRY_HAVE_AVX512 1
@@ -21,6 +22,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")
 #endif
 
+#include "backends/cpu/kernels/cpu/simd_elementwise.h"
 #include "backends/cpu/kernels/cpu/simd_kernels.h"
 #include "backends/cpu/kernels/cpu/simd_prompt_attention.h"
 // After simd_kernels.h: the block types' matmul uses its f32 dot product.
@@ -72,6 +74,12 @@ void attention_avx512(const AttentionHeads& r) {
 void prompt_attention_avx512(const AttentionHeads& r) {
   simd::prompt_attention<Avx512>(r);
 }
+void swiglu_avx512(const float* gate, const float* up, float* out, int64_t n) {
+  simd::swiglu<Avx512>(gate, up, out, n);
+}
+void round_row_f16_avx512(const float* x, int64_t n, uint16_t* out) {
+  simd::round_row_f16<Avx512>(x, n, out);
+}
 float sum_f32_avx512(const float* p, int64_t n) {
   return simd::sum_f32<Avx512>(p, n);
 }
@@ -96,7 +104,9 @@ const Isa* avx512_isa() {
                        .attention = attention_avx512,
                        .prompt_attention = prompt_attention_avx512,
                        .sum_f32 = sum_f32_avx512,
-                       .quantize_row_q8_0 = quantize_row_q8_0_avx512};
+                       .quantize_row_q8_0 = quantize_row_q8_0_avx512,
+                       .swiglu = swiglu_avx512,
+                       .round_row_f16 = round_row_f16_avx512};
   return &isa;
 #else
   return nullptr;

@@ -32,6 +32,14 @@ struct Avx512 {
   static V zero_below(V v, V x, V limit) {                             // v where x >= limit, else 0
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, limit, _CMP_GE_OQ), v);
   }
+  static V div(V a, V b) { return _mm512_div_ps(a, b); }
+  static V select_negative(V x, V a, V b) {  // b where x's sign is set
+    return _mm512_mask_blend_ps(_mm512_movepi32_mask(_mm512_castps_si512(x)), a, b);
+  }
+  static bool any_nan(V v) { return _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) != 0; }
+  static void store_f16(uint16_t* p, V v) {  // to nearest even; NaN keeps its payload's top bits
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
   static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1u); }
   static V load_x(const float* p) { return _mm512_loadu_ps(p); }
   static V load_x_partial(const float* p, int n) { return _mm512_maskz_loadu_ps(mask(n), p); }

@@ -125,6 +125,11 @@ struct Isa {
   // Levels whose bf16 matmul multiplies bf16 pairs (vdpbf16ps): n floats rounded to bf16 as
   // core/half.h f32_to_bf16 rounds them, bit for bit. nullptr elsewhere: x stays f32.
   void (*round_row_bf16)(const float* x, int64_t n, uint16_t* out) = nullptr;
+  // out = silu(gate) * up over n floats. nullptr: one element at a time (std::exp).
+  void (*swiglu)(const float* gate, const float* up, float* out, int64_t n) = nullptr;
+  // n floats to f16 bit for bit as core/half.h f32_to_f16 (an f16 KV cache's new rows). nullptr:
+  // f32_to_f16 one at a time.
+  void (*round_row_f16)(const float* x, int64_t n, uint16_t* out) = nullptr;
   // Levels whose matmul reads the rounded x (a.xq and a.xq_scale, or a.xb) in a layout of their
   // own for some weight types (amx: tiles of 16 rows): the bytes and floats that layout takes for
   // a's type and size (both 0: a type it does not pack), and the packing into it. nullptr elsewhere.
