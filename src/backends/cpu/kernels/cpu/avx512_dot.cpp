@@ -9,12 +9,28 @@
 #include <cmath>  // before the target region: std headers must not be compiled for AVX-512
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/packed_weights.h"
 #include "backends/cpu/kernels/cpu/quant.h"
 #include "backends/cpu/kernels/cpu/quant_blocks.h"
 #include "backends/cpu/kernels/cpu/x86_intrinsics.h"
+
+namespace ferry::kernels::cpu {
+namespace {
+
+// This thread's buffer of at least n int32, here before the target region: std:: templates
+// instantiated in it would be compiled for AVX-512, and the linker may keep that copy for other
+// files too.
+[[maybe_unused]] int32_t* int32_scratch(size_t n) {
+  thread_local std::vector<int32_t> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
+
+}  // namespace
+}  // namespace ferry::kernels::cpu
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FERRY_HAVE_AVX512_DOT 1
@@ -225,16 +241,31 @@ inline __m512i broadcast4(const int8_t* p) {
 // in the 16 lanes, each vpdpbusd adding 4 products per row. Per block, each row's exact integer
 // dot product, from 8 vpdpbusd:
 //   q8_0: x + 128 (a.xq_unsigned: x is in [-127, 127]) against the signed weights, less
-//         128 * (the row's block sum, from 8 vpdpbusd of 128 against the weights);
+//         128 * (the row's block sum, from 8 vpdpbusd of 128 against the weights: per group for
+//         a batch, q8_0_group_offsets, else alongside);
 //   q4_0: the stored nibbles (q + 8, unsigned) against signed x, started from -8 * (x's block sum);
 // then acc += f32(dot) * (weight scales * x scale): the order amx.cpp's tiles keep too (isa.h).
 // Decode prefetches the weights this far ahead in each stream (the hardware prefetcher stops at
 // page ends); a few hundred nanoseconds of streaming at ~12 GB/s per core.
 constexpr int64_t kPackedPrefetchBytes = 2048;
 
-// G groups of 16 weight rows (group[g], outputs from n0[g]) against MR rows of x from m0.
+// q8_0: -128 * (each row's block sum) of the group's 16 weight rows, [block][16]: what every row of
+// x subtracts, computed once per group for a batch's rows instead of once per few rows.
+void q8_0_group_offsets(const uint8_t* group, int64_t blocks, int32_t* out) {
+  const uint8_t* units = group + blocks * kPackedRows * 2;
+  const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m512i sum = _mm512_setzero_si512();
+    for (int64_t c = 0; c < 8; ++c) sum = _mm512_dpbusd_epi32(sum, x80, _mm512_loadu_si512(units + (b * 8 + c) * 64));
+    _mm512_storeu_si512(out + b * kPackedRows, _mm512_sub_epi32(_mm512_setzero_si512(), sum));
+  }
+}
+
+// G groups of 16 weight rows (group[g], outputs from n0[g]) against MR rows of x from m0. For q8_0
+// with G = 1, offsets: the group's q8_0_group_offsets, or nullptr to compute them here.
 template <DType T, int MR, int G>
-void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G],
+                 const int32_t* offsets = nullptr) {
   const int64_t blocks = a.K / 32;
   constexpr int64_t kUnits = T == DType::Q8_0 ? 8 : 4;  // 64-byte units of quants per block
   __m512 acc[G][MR];
@@ -255,29 +286,48 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
     for (int g = 0; g < G; ++g) {
       const __m512 w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(group[g]) + b));
       const uint8_t* unit = group[g] + blocks * kPackedRows * 2 + b * kUnits * 64;
-      __m512i dot[MR];
-      for (int m = 0; m < MR; ++m) dot[m] = start[m];
-      [[maybe_unused]] __m512i w_offset = _mm512_setzero_si512();  // q8_0: 128 * (the rows' block sums)
+      // Each row's sums in two chains (even and odd units, or low and high nibbles), added at the
+      // end: vpdpbusd's latency is several cycles, and one chain per row would leave the unit
+      // waiting with few rows. Integer sums: exact in any order.
+      __m512i dot[MR][2];
+      const bool given = T == DType::Q8_0 && offsets != nullptr;
+      for (int m = 0; m < MR; ++m) {
+        dot[m][0] = given ? _mm512_loadu_si512(offsets + b * kPackedRows) : start[m];
+        dot[m][1] = _mm512_setzero_si512();
+      }
+      // q8_0: 128 * (the rows' block sums), in two chains as well.
+      [[maybe_unused]] __m512i w_offset[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
       for (int64_t c = 0; c < kUnits; ++c) {
         if (G > 1 && a.prefetch)
           _mm_prefetch(reinterpret_cast<const char*>(unit + c * 64 + kPackedPrefetchBytes), _MM_HINT_T0);
         const __m512i w = _mm512_loadu_si512(unit + c * 64);
         if constexpr (T == DType::Q8_0) {
-          // x + 128 (unsigned) against the signed weights; 128 * sum w taken off below.
-          w_offset = _mm512_dpbusd_epi32(w_offset, _mm512_set1_epi8(static_cast<char>(0x80)), w);
-          for (int m = 0; m < MR; ++m) dot[m] = _mm512_dpbusd_epi32(dot[m], broadcast4(x[m] + b * 32 + c * 4), w);
+          // x + 128 (unsigned) against the signed weights; 128 * sum w taken off below. Units in
+          // pairs, one per chain (the chain a compile-time index, so the sums stay in registers).
+          const __m512i w_odd = _mm512_loadu_si512(unit + (c + 1) * 64);
+          if (!given) {
+            const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
+            w_offset[0] = _mm512_dpbusd_epi32(w_offset[0], x80, w);
+            w_offset[1] = _mm512_dpbusd_epi32(w_offset[1], x80, w_odd);
+          }
+          for (int m = 0; m < MR; ++m) {
+            dot[m][0] = _mm512_dpbusd_epi32(dot[m][0], broadcast4(x[m] + b * 32 + c * 4), w);
+            dot[m][1] = _mm512_dpbusd_epi32(dot[m][1], broadcast4(x[m] + b * 32 + c * 4 + 4), w_odd);
+          }
+          ++c;
         } else {
           const __m512i low = _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
           const __m512i high = _mm512_and_si512(_mm512_srli_epi16(w, 4), _mm512_set1_epi8(0x0F));
           for (int m = 0; m < MR; ++m) {
-            dot[m] = _mm512_dpbusd_epi32(dot[m], low, broadcast4(x[m] + b * 32 + c * 4));
-            dot[m] = _mm512_dpbusd_epi32(dot[m], high, broadcast4(x[m] + b * 32 + 16 + c * 4));
+            dot[m][0] = _mm512_dpbusd_epi32(dot[m][0], low, broadcast4(x[m] + b * 32 + c * 4));
+            dot[m][1] = _mm512_dpbusd_epi32(dot[m][1], high, broadcast4(x[m] + b * 32 + 16 + c * 4));
           }
         }
       }
       for (int m = 0; m < MR; ++m) {
-        if constexpr (T == DType::Q8_0) dot[m] = _mm512_sub_epi32(dot[m], w_offset);
-        acc[g][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[m]), _mm512_mul_ps(w_scale, x_scale[m]), acc[g][m]);
+        __m512i sum = _mm512_add_epi32(dot[m][0], dot[m][1]);
+        if (T == DType::Q8_0 && !given) sum = _mm512_sub_epi32(sum, _mm512_add_epi32(w_offset[0], w_offset[1]));
+        acc[g][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(w_scale, x_scale[m]), acc[g][m]);
       }
     }
   }
@@ -290,18 +340,20 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
 }
 
 template <DType T, int MR>
-void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t n0) {
+void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t n0, const int32_t* offsets) {
   const uint8_t* const groups[1] = {group};
   const int64_t starts[1] = {n0};
-  packed_rows<T, MR, 1>(a, m0, groups, starts);
+  packed_rows<T, MR, 1>(a, m0, groups, starts, offsets);
 }
 
 // One row of x (decode) reads every weight once and is bound by memory: it takes kStreams groups
 // at once from kStreams equal parts of the range, so as many sequential streams are in flight.
-// More rows take one group at a time, four rows of x at a time, so each 64 bytes of weights
-// loaded serve four rows.
+// More rows take one group at a time, eight rows of x at a time (then four, then the rest), so each
+// 64 bytes of weights loaded serve eight rows, and eight rows' sums (sixteen chains) hide
+// vpdpbusd's latency.
 template <DType T>
 void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  constexpr int kPackedBatchRows = 8;
   const size_t group_bytes = a.w_row_bytes * kPackedRows;
   const auto group_at = [&](int64_t n0) { return a.w + static_cast<size_t>(n0 / kPackedRows) * group_bytes; };
   int64_t n_rest = n_begin;
@@ -319,19 +371,26 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
     }
     n_rest = n_begin + kStreams * part;
   }
+  int32_t* offsets = T == DType::Q8_0 && a.M > 1 ? int32_scratch(static_cast<size_t>(a.K / 32 * kPackedRows)) : nullptr;
   for (int64_t n0 = n_rest; n0 < n_end; n0 += kPackedRows) {
     const uint8_t* group = group_at(n0);
+    if (offsets != nullptr) q8_0_group_offsets(group, a.K / 32, offsets);
     int64_t m = 0;
-    for (; m + 4 <= a.M; m += 4) packed_group<T, 4>(a, m, group, n0);
+    for (; m + kPackedBatchRows <= a.M; m += kPackedBatchRows)
+      packed_group<T, kPackedBatchRows>(a, m, group, n0, offsets);
+    if (a.M - m >= 4) {
+      packed_group<T, 4>(a, m, group, n0, offsets);
+      m += 4;
+    }
     switch (a.M - m) {
       case 3:
-        packed_group<T, 3>(a, m, group, n0);
+        packed_group<T, 3>(a, m, group, n0, offsets);
         break;
       case 2:
-        packed_group<T, 2>(a, m, group, n0);
+        packed_group<T, 2>(a, m, group, n0, offsets);
         break;
       case 1:
-        packed_group<T, 1>(a, m, group, n0);
+        packed_group<T, 1>(a, m, group, n0, offsets);
         break;
       default:
         break;
