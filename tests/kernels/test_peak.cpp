@@ -117,6 +117,8 @@ TEST(PeakPrefillInstruction, FollowsTheWeightTypeAndLevel) {
       {DType::Q2_K, "avx512vnni", PeakInstruction::Int8Maddubs},
       {DType::Q4_K, "avx512bf16", PeakInstruction::Int8Maddubs},
       {DType::Q6_K, "amx", PeakInstruction::Int8Maddubs},
+      {DType::Q4_K, "amx", PeakInstruction::AmxInt8},
+      {DType::Q5_K, "amx", PeakInstruction::AmxInt8},
       {DType::IQ4_XS, "avx2", PeakInstruction::Int8Maddubs},
   };
   for (const Row& row : rows) {

@@ -520,6 +520,10 @@ std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_vie
     case DType::Q4_0:
       if (level->amx) return PeakInstruction::AmxInt8;
       return level->vnni ? PeakInstruction::Vnni : PeakInstruction::Int16Madd;
+    case DType::Q4_K:
+    case DType::Q5_K:
+      // amx: tdpbssd on the sub-blocks' quants (amx.cpp matmul_k_tiles); vpmaddubsw below.
+      return level->amx ? PeakInstruction::AmxInt8 : PeakInstruction::Int8Maddubs;
     default:
       // The other block types: vpmaddubsw on their unpacked bytes at every level (simd_blocks.h).
       if (cpu::is_block_type(w_type)) return PeakInstruction::Int8Maddubs;

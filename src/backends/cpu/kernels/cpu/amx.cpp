@@ -1,6 +1,6 @@
-// The amx level: avx512bf16, with q8_0 and q4_0 weights against x rounded to q8_0, and bf16
-// weights against x rounded to bf16, multiplied in Intel AMX tiles (Sapphire Rapids and later)
-// wherever x has more than a few rows.
+// The amx level: avx512bf16, with q8_0 and q4_0 weights against x rounded to q8_0, q4_k and q5_k
+// weights against x rounded to q8_K, and bf16 weights against x rounded to bf16, multiplied in
+// Intel AMX tiles (Sapphire Rapids and later) wherever x has more than a few rows.
 //
 // Per block of 32 along K, one tdpbssd takes 16 weight rows (tile 1: 16 rows of 32 signed bytes,
 // read straight from q8_0 rows, or from q4_0 rows unpacked to q - 8) against 16 rows of x (tile 2:
@@ -22,6 +22,7 @@
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/packed_weights.h"
 #include "backends/cpu/kernels/cpu/quant.h"
+#include "backends/cpu/kernels/cpu/quant_blocks.h"
 #include "backends/cpu/kernels/cpu/x86_intrinsics.h"
 
 namespace ferry::kernels::cpu {
@@ -106,6 +107,12 @@ int64_t tiles_per_group(int64_t tile_bytes) {
   return kGroupBytes / tile_bytes > 0 ? kGroupBytes / tile_bytes : 1;
 }
 
+// K-quant types whose sub-blocks are 32 elements, one tdpbssd each (q4_k, q5_k: d * sc * q -
+// dmin * m), against x rounded to q8_K.
+bool has_k_tiles(DType t) {
+  return t == DType::Q4_K || t == DType::Q5_K;
+}
+
 void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
   *bytes = 0;
@@ -115,6 +122,9 @@ void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
   if (a.w_type == DType::Q8_0 || a.w_type == DType::Q4_0) {
     *bytes = static_cast<size_t>(m_tiles * (a.K / kBlock) * kXTileBytes);
     *scales = static_cast<size_t>(m_tiles * (a.K / kBlock) * kTile);
+  } else if (has_k_tiles(a.w_type)) {  // the scales, then each block's scale * quant sum
+    *bytes = static_cast<size_t>(m_tiles * (a.K / kBlock) * kXTileBytes);
+    *scales = static_cast<size_t>(2 * m_tiles * (a.K / kBlock) * kTile);
   } else if (a.w_type == DType::BF16) {
     *bytes = static_cast<size_t>(m_tiles * ((a.K + kBf16Chunk - 1) / kBf16Chunk) * kXBf16TileBytes);
   }
@@ -147,7 +157,16 @@ void pack_x(const MatmulArgs& a, uint8_t* packed, float* packed_scale) {
             if (r * 4 < valid) std::memcpy(word, x + m * row_bytes + begin + r * 4, static_cast<size_t>(valid - r * 4));
           }
         }
-        if (!bf16) packed_scale[(t * blocks + b) * kTile + i] = m < a.M ? a.xq_scale[m * blocks + b] : 0.0f;
+        if (bf16) continue;
+        if (has_k_tiles(a.w_type)) {
+          // q8_K: one scale per super-block, and the block's quant sum (two sums of 16).
+          const float scale = m < a.M ? a.xq_scale[m * (a.K / kQK_K) + b / 8] : 0.0f;
+          const int32_t sum = m < a.M ? a.xq_bsum[m * (a.K / 16) + 2 * b] + a.xq_bsum[m * (a.K / 16) + 2 * b + 1] : 0;
+          packed_scale[(t * blocks + b) * kTile + i] = scale;
+          packed_scale[((m_tiles + t) * blocks + b) * kTile + i] = scale * static_cast<float>(sum);
+        } else {
+          packed_scale[(t * blocks + b) * kTile + i] = m < a.M ? a.xq_scale[m * blocks + b] : 0.0f;
+        }
       }
     }
   }
@@ -183,6 +202,55 @@ void unpack_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, bool copy_ro
         const __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(15));
         const __m256i q = _mm256_sub_epi8(_mm256_set_m128i(high, low), _mm256_set1_epi8(8));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + b * kBlock), q);
+      }
+    }
+  }
+}
+
+// Sixteen q4_k / q5_k weight rows from n0 (zero past n_end) as signed bytes, [16][K] (the quants q,
+// 0 to 15 or 31), with per 32-element sub-block b the factors of value = scale * q - min:
+// scales[b][16] = d * sc, mins[b][16] = dmin * m.
+template <DType T>
+void unpack_k_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales, float* mins) {
+  const int64_t supers = a.K / kQK_K;
+  constexpr size_t kBytes = T == DType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K);
+  constexpr size_t kQs = T == DType::Q4_K ? 16 : 48;  // offset of qs in the block
+  const __m256i low4 = _mm256_set1_epi8(15);
+  for (int64_t i = 0; i < kTile; ++i) {
+    int8_t* row = rows + i * a.K;
+    if (n0 + i >= n_end) {
+      std::memset(row, 0, static_cast<size_t>(a.K));
+      for (int64_t b = 0; b < supers * 8; ++b) scales[b * kTile + i] = mins[b * kTile + i] = 0.0f;
+      continue;
+    }
+    const uint8_t* w = a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes;
+    for (int64_t g = 0; g < supers; ++g) {
+      const uint8_t* block = w + static_cast<size_t>(g) * kBytes;
+      uint16_t d, dmin;
+      std::memcpy(&d, block, 2);
+      std::memcpy(&dmin, block + 2, 2);
+      uint8_t sc[8], m[8];
+      unpack_scales_k4(block + 4, sc, m);
+      // Sub-blocks 2p and 2p + 1: the low and high nibbles of qs[32 p, 32 p + 32); q5_k's fifth bit
+      // of element l of sub-block j is bit j of qh[l].
+      [[maybe_unused]] const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16));
+      for (int p = 0; p < 4; ++p) {
+        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kQs + 32 * p));
+        __m256i q_low = _mm256_and_si256(bytes, low4);
+        __m256i q_high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+        if constexpr (T == DType::Q5_K) {
+          const __m256i one = _mm256_set1_epi8(1);
+          const __m256i bit_low = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p)), one);
+          const __m256i bit_high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p + 1)), one);
+          q_low = _mm256_or_si256(q_low, _mm256_slli_epi16(bit_low, 4));
+          q_high = _mm256_or_si256(q_high, _mm256_slli_epi16(bit_high, 4));
+        }
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + g * kQK_K + 64 * p), q_low);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + g * kQK_K + 64 * p + 32), q_high);
+      }
+      for (int j = 0; j < 8; ++j) {
+        scales[(g * 8 + j) * kTile + i] = a.f16_table[d] * static_cast<float>(sc[j]);
+        mins[(g * 8 + j) * kTile + i] = a.f16_table[dmin] * static_cast<float>(m[j]);
       }
     }
   }
@@ -224,6 +292,61 @@ void tile_column(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t n0
     for (int64_t i = 0; i < kTile; ++i) _mm512_store_ps(out[i], acc[i]);
     write_tile(a, t, n0, n_end - n0 < kTile ? n_end - n0 : kTile, out);
   }
+}
+
+// tile_column for q4_k / q5_k weights (unpack_k_weights) against x rounded to q8_K (pack_x): per
+// block, the exact dot products of q and x's quants, then per output
+// acc += f32(dot) * (scale * x scale) - min * (x scale * x's quant sum).
+void k_tile_column(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t n0, int64_t n_end, const int8_t* rows,
+                   const float* scales, const float* mins) {
+  const int64_t blocks = a.K / kBlock;
+  const int64_t m_tiles = (a.M + kTile - 1) / kTile;
+  alignas(64) int32_t sums[kTile][kTile];
+  alignas(64) float out[kTile][kTile];
+  for (int64_t t = t_begin; t < t_end; ++t) {
+    __m512 acc[kTile];
+    for (__m512& v : acc) v = _mm512_setzero_ps();
+    const uint8_t* x_tiles = a.x_packed + t * blocks * kXTileBytes;
+    const float* x_scales = a.x_packed_scale + t * blocks * kTile;
+    const float* x_sums = a.x_packed_scale + (m_tiles + t) * blocks * kTile;
+    for (int64_t b = 0; b < blocks; ++b) {
+      _tile_zero(0);
+      _tile_loadd(1, rows + b * kBlock, static_cast<long>(a.K));
+      _tile_loadd(2, x_tiles + b * kXTileBytes, 64);
+      _tile_dpbssd(0, 1, 2);
+      _tile_stored(0, sums, 64);
+      const __m512 x_scale = _mm512_loadu_ps(x_scales + b * kTile);
+      const __m512 x_sum = _mm512_loadu_ps(x_sums + b * kTile);
+      for (int64_t i = 0; i < kTile; ++i) {
+        const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(sums[i]));
+        acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(_mm512_set1_ps(scales[b * kTile + i]), x_scale), acc[i]);
+        acc[i] = _mm512_fnmadd_ps(_mm512_set1_ps(mins[b * kTile + i]), x_sum, acc[i]);
+      }
+    }
+    for (int64_t i = 0; i < kTile; ++i) _mm512_store_ps(out[i], acc[i]);
+    write_tile(a, t, n0, n_end - n0 < kTile ? n_end - n0 : kTile, out);
+  }
+}
+
+template <DType T>
+void matmul_k_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  configure_tiles();
+  const int64_t blocks = a.K / kBlock;
+  auto* rows = static_cast<int8_t*>(scratch(Scratch::WeightRows, static_cast<size_t>(kTile * a.K), false));
+  auto* factors =
+      static_cast<float*>(scratch(Scratch::WeightScales, static_cast<size_t>(2 * blocks * kTile) * 4, false));
+  float* scales = factors;
+  float* mins = factors + blocks * kTile;
+  const int64_t m_tiles = (a.M + kTile - 1) / kTile;
+  const int64_t group = tiles_per_group(blocks * kXTileBytes);
+  for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
+    const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
+      unpack_k_weights<T>(a, n0, n_end, rows, scales, mins);
+      k_tile_column(a, t0, t1, n0, n_end, rows, scales, mins);
+    }
+  }
+  _tile_release();
 }
 
 template <DType T>
@@ -441,6 +564,8 @@ void matmul_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.x_packed != nullptr && a.w_type == DType::BF16) return bf16_tiles(a, n_begin, n_end);
   if (a.x_packed != nullptr && a.w_type == DType::Q8_0) return matmul_tiles<DType::Q8_0>(a, n_begin, n_end);
   if (a.x_packed != nullptr && a.w_type == DType::Q4_0) return matmul_tiles<DType::Q4_0>(a, n_begin, n_end);
+  if (a.x_packed != nullptr && a.w_type == DType::Q4_K) return matmul_k_tiles<DType::Q4_K>(a, n_begin, n_end);
+  if (a.x_packed != nullptr && a.w_type == DType::Q5_K) return matmul_k_tiles<DType::Q5_K>(a, n_begin, n_end);
   avx512_bf16_isa()->matmul(a, n_begin, n_end);
 }
 
