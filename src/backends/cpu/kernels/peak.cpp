@@ -522,6 +522,7 @@ std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_vie
       return level->vnni ? PeakInstruction::Vnni : PeakInstruction::Int16Madd;
     case DType::Q4_K:
     case DType::Q5_K:
+    case DType::Q6_K:
       // amx: tdpbssd on the sub-blocks' quants (amx.cpp matmul_k_tiles); vpmaddubsw below.
       return level->amx ? PeakInstruction::AmxInt8 : PeakInstruction::Int8Maddubs;
     default:

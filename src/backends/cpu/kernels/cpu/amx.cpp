@@ -1,5 +1,5 @@
-// The amx level: avx512bf16, with q8_0 and q4_0 weights against x rounded to q8_0, q4_k and q5_k
-// weights against x rounded to q8_K, and bf16 weights against x rounded to bf16, multiplied in
+// The amx level: avx512bf16, with q8_0 and q4_0 weights against x rounded to q8_0, q4_k, q5_k and
+// q6_k weights against x rounded to q8_K, and bf16 weights against x rounded to bf16, multiplied in
 // Intel AMX tiles (Sapphire Rapids and later) wherever x has more than a few rows.
 //
 // Per block of 32 along K, one tdpbssd takes 16 weight rows (tile 1: 16 rows of 32 signed bytes,
@@ -94,6 +94,10 @@ void configure_tiles(const AmxTileConfig& config = kTiles) {
   if (std::memcmp(&current, &config, sizeof(AmxTileConfig)) != 0) _tile_loadconfig(&config);
 }
 
+// Sub-blocks of 16 (k_tile_column<16>): tile 0 the int32 sums (16 x 16), tile 1 the weights (16
+// rows x 16 bytes), tile 2 half a block of x (4 rows x 64 bytes).
+constexpr AmxTileConfig kK16Tiles = AmxTileConfig{}.tile(0, 16, 64).tile(1, 16, 16).tile(2, 4, 64);
+
 // Packed q8_0 / q4_0 weights (packed_tiles): two blocks in flight, so the tiles multiply one while
 // the vector unit scales the other's sums. Tiles 0 and 1 the int32 sums (16 x 16), 2 and 3 x (16
 // rows x 32 bytes), 4 and 5 the weights (8 units of 64 bytes).
@@ -107,10 +111,13 @@ int64_t tiles_per_group(int64_t tile_bytes) {
   return kGroupBytes / tile_bytes > 0 ? kGroupBytes / tile_bytes : 1;
 }
 
-// K-quant types whose sub-blocks are 32 elements, one tdpbssd each (q4_k, q5_k: d * sc * q -
-// dmin * m), against x rounded to q8_K.
+// K-quant types multiplied in tiles against x rounded to q8_K, a tdpbssd per sub-block: of 32
+// elements for q4_k and q5_k (d * sc * q - dmin * m), of 16 for q6_k (d * sc * q).
 bool has_k_tiles(DType t) {
-  return t == DType::Q4_K || t == DType::Q5_K;
+  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+}
+constexpr int64_t k_sub_block(DType t) {
+  return t == DType::Q6_K ? 16 : 32;
 }
 
 void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
@@ -122,9 +129,9 @@ void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
   if (a.w_type == DType::Q8_0 || a.w_type == DType::Q4_0) {
     *bytes = static_cast<size_t>(m_tiles * (a.K / kBlock) * kXTileBytes);
     *scales = static_cast<size_t>(m_tiles * (a.K / kBlock) * kTile);
-  } else if (has_k_tiles(a.w_type)) {  // the scales, then each block's scale * quant sum
+  } else if (has_k_tiles(a.w_type)) {  // the scales per block, then scale * quant sum per sub-block
     *bytes = static_cast<size_t>(m_tiles * (a.K / kBlock) * kXTileBytes);
-    *scales = static_cast<size_t>(2 * m_tiles * (a.K / kBlock) * kTile);
+    *scales = static_cast<size_t>(m_tiles * (a.K / kBlock + a.K / k_sub_block(a.w_type)) * kTile);
   } else if (a.w_type == DType::BF16) {
     *bytes = static_cast<size_t>(m_tiles * ((a.K + kBf16Chunk - 1) / kBf16Chunk) * kXBf16TileBytes);
   }
@@ -159,11 +166,21 @@ void pack_x(const MatmulArgs& a, uint8_t* packed, float* packed_scale) {
         }
         if (bf16) continue;
         if (has_k_tiles(a.w_type)) {
-          // q8_K: one scale per super-block, and the block's quant sum (two sums of 16).
+          // q8_K: one scale per super-block, and per sub-block the scale times its quant sum
+          // (from the sums of 16).
           const float scale = m < a.M ? a.xq_scale[m * (a.K / kQK_K) + b / 8] : 0.0f;
-          const int32_t sum = m < a.M ? a.xq_bsum[m * (a.K / 16) + 2 * b] + a.xq_bsum[m * (a.K / 16) + 2 * b + 1] : 0;
+          const int16_t* bsum = a.xq_bsum + m * (a.K / 16) + 2 * b;
           packed_scale[(t * blocks + b) * kTile + i] = scale;
-          packed_scale[((m_tiles + t) * blocks + b) * kTile + i] = scale * static_cast<float>(sum);
+          float* sums = packed_scale + m_tiles * blocks * kTile;
+          if (k_sub_block(a.w_type) == 32) {
+            const int32_t sum = m < a.M ? bsum[0] + bsum[1] : 0;
+            sums[(t * blocks + b) * kTile + i] = scale * static_cast<float>(sum);
+          } else {
+            for (int64_t h = 0; h < 2; ++h) {
+              const int32_t sum = m < a.M ? bsum[h] : 0;
+              sums[((t * blocks + b) * 2 + h) * kTile + i] = scale * static_cast<float>(sum);
+            }
+          }
         } else {
           packed_scale[(t * blocks + b) * kTile + i] = m < a.M ? a.xq_scale[m * blocks + b] : 0.0f;
         }
@@ -210,6 +227,43 @@ void unpack_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, bool copy_ro
 // Sixteen q4_k / q5_k weight rows from n0 (zero past n_end) as signed bytes, [16][K] (the quants q,
 // 0 to 15 or 31), with per 32-element sub-block b the factors of value = scale * q - min:
 // scales[b][16] = d * sc, mins[b][16] = dmin * m.
+// Sixteen q6_k weight rows from n0 (zero past n_end) as signed bytes, [16][K] (q - 32), with
+// per 16-element sub-block s scales[s][16] = d * sc.
+void unpack_q6_k_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales) {
+  const int64_t supers = a.K / kQK_K;
+  const __m256i low4 = _mm256_set1_epi8(15);
+  const __m256i three = _mm256_set1_epi8(3);
+  for (int64_t i = 0; i < kTile; ++i) {
+    int8_t* row = rows + i * a.K;
+    if (n0 + i >= n_end) {
+      std::memset(row, 0, static_cast<size_t>(a.K));
+      for (int64_t s = 0; s < supers * 16; ++s) scales[s * kTile + i] = 0.0f;
+      continue;
+    }
+    const uint8_t* w = a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes;
+    for (int64_t g = 0; g < supers; ++g) {
+      const uint8_t* block = w + static_cast<size_t>(g) * sizeof(BlockQ6_K);
+      // Element 128 h + 32 c + l: low 4 bits from ql[64 h + 32 (c % 2) + l] (low nibble for c < 2),
+      // high 2 bits from qh[32 h + l] >> 2 c.
+      for (int h = 0; h < 2; ++h) {
+        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 128 + 32 * h));
+        for (int c = 0; c < 4; ++c) {
+          const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * h + 32 * (c % 2)));
+          const __m256i low = _mm256_and_si256(c < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
+          const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), three);
+          const __m256i q = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + g * kQK_K + 128 * h + 32 * c), q);
+        }
+      }
+      uint16_t d;
+      std::memcpy(&d, block + 208, 2);
+      for (int s = 0; s < 16; ++s) {
+        scales[(g * 16 + s) * kTile + i] = a.f16_table[d] * static_cast<float>(static_cast<int8_t>(block[192 + s]));
+      }
+    }
+  }
+}
+
 template <DType T>
 void unpack_k_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales, float* mins) {
   const int64_t supers = a.K / kQK_K;
@@ -294,11 +348,15 @@ void tile_column(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t n0
   }
 }
 
-// tile_column for q4_k / q5_k weights (unpack_k_weights) against x rounded to q8_K (pack_x): per
-// block, the exact dot products of q and x's quants, then per output
-// acc += f32(dot) * (scale * x scale) - min * (x scale * x's quant sum).
+// tile_column for k-quant weights (unpack_k_weights, unpack_q6_k_weights) against x rounded to
+// q8_K (pack_x): per sub-block of kSub elements, the exact dot products of q and x's quants, then
+// per output acc += f32(dot) * (scale * x scale), and where the type has mins
+// acc -= min * (x scale * x's quant sum of the sub-block). Sub-blocks of 16 take the tiles of
+// kK16Tiles: half a block's x tile (its 4 rows of 64 bytes) against 16 bytes of each weight row.
+template <int64_t kSub, bool kMins>
 void k_tile_column(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t n0, int64_t n_end, const int8_t* rows,
                    const float* scales, const float* mins) {
+  constexpr int64_t kParts = kBlock / kSub;  // sub-blocks per 32-element block of x's tile
   const int64_t blocks = a.K / kBlock;
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
   alignas(64) int32_t sums[kTile][kTile];
@@ -308,19 +366,22 @@ void k_tile_column(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t 
     for (__m512& v : acc) v = _mm512_setzero_ps();
     const uint8_t* x_tiles = a.x_packed + t * blocks * kXTileBytes;
     const float* x_scales = a.x_packed_scale + t * blocks * kTile;
-    const float* x_sums = a.x_packed_scale + (m_tiles + t) * blocks * kTile;
+    const float* x_sums = a.x_packed_scale + m_tiles * blocks * kTile + t * blocks * kParts * kTile;
     for (int64_t b = 0; b < blocks; ++b) {
-      _tile_zero(0);
-      _tile_loadd(1, rows + b * kBlock, static_cast<long>(a.K));
-      _tile_loadd(2, x_tiles + b * kXTileBytes, 64);
-      _tile_dpbssd(0, 1, 2);
-      _tile_stored(0, sums, 64);
       const __m512 x_scale = _mm512_loadu_ps(x_scales + b * kTile);
-      const __m512 x_sum = _mm512_loadu_ps(x_sums + b * kTile);
-      for (int64_t i = 0; i < kTile; ++i) {
-        const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(sums[i]));
-        acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(_mm512_set1_ps(scales[b * kTile + i]), x_scale), acc[i]);
-        acc[i] = _mm512_fnmadd_ps(_mm512_set1_ps(mins[b * kTile + i]), x_sum, acc[i]);
+      for (int64_t p = 0; p < kParts; ++p) {
+        const int64_t s = b * kParts + p;
+        _tile_zero(0);
+        _tile_loadd(1, rows + s * kSub, static_cast<long>(a.K));
+        _tile_loadd(2, x_tiles + b * kXTileBytes + p * (kXTileBytes / kParts), 64);
+        _tile_dpbssd(0, 1, 2);
+        _tile_stored(0, sums, 64);
+        [[maybe_unused]] const __m512 x_sum = kMins ? _mm512_loadu_ps(x_sums + s * kTile) : _mm512_setzero_ps();
+        for (int64_t i = 0; i < kTile; ++i) {
+          const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(sums[i]));
+          acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(_mm512_set1_ps(scales[s * kTile + i]), x_scale), acc[i]);
+          if constexpr (kMins) acc[i] = _mm512_fnmadd_ps(_mm512_set1_ps(mins[s * kTile + i]), x_sum, acc[i]);
+        }
       }
     }
     for (int64_t i = 0; i < kTile; ++i) _mm512_store_ps(out[i], acc[i]);
@@ -330,20 +391,25 @@ void k_tile_column(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t 
 
 template <DType T>
 void matmul_k_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  configure_tiles();
-  const int64_t blocks = a.K / kBlock;
+  constexpr int64_t kSub = k_sub_block(T);
+  configure_tiles(kSub == 16 ? kK16Tiles : kTiles);
+  const int64_t subs = a.K / kSub;
   auto* rows = static_cast<int8_t*>(scratch(Scratch::WeightRows, static_cast<size_t>(kTile * a.K), false));
-  auto* factors =
-      static_cast<float*>(scratch(Scratch::WeightScales, static_cast<size_t>(2 * blocks * kTile) * 4, false));
+  auto* factors = static_cast<float*>(scratch(Scratch::WeightScales, static_cast<size_t>(2 * subs * kTile) * 4, false));
   float* scales = factors;
-  float* mins = factors + blocks * kTile;
+  float* mins = factors + subs * kTile;
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
-  const int64_t group = tiles_per_group(blocks * kXTileBytes);
+  const int64_t group = tiles_per_group(a.K / kBlock * kXTileBytes);
   for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
     const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
     for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
-      unpack_k_weights<T>(a, n0, n_end, rows, scales, mins);
-      k_tile_column(a, t0, t1, n0, n_end, rows, scales, mins);
+      if constexpr (T == DType::Q6_K) {
+        unpack_q6_k_weights(a, n0, n_end, rows, scales);
+        k_tile_column<16, false>(a, t0, t1, n0, n_end, rows, scales, mins);
+      } else {
+        unpack_k_weights<T>(a, n0, n_end, rows, scales, mins);
+        k_tile_column<32, true>(a, t0, t1, n0, n_end, rows, scales, mins);
+      }
     }
   }
   _tile_release();
@@ -566,6 +632,7 @@ void matmul_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.x_packed != nullptr && a.w_type == DType::Q4_0) return matmul_tiles<DType::Q4_0>(a, n_begin, n_end);
   if (a.x_packed != nullptr && a.w_type == DType::Q4_K) return matmul_k_tiles<DType::Q4_K>(a, n_begin, n_end);
   if (a.x_packed != nullptr && a.w_type == DType::Q5_K) return matmul_k_tiles<DType::Q5_K>(a, n_begin, n_end);
+  if (a.x_packed != nullptr && a.w_type == DType::Q6_K) return matmul_k_tiles<DType::Q6_K>(a, n_begin, n_end);
   avx512_bf16_isa()->matmul(a, n_begin, n_end);
 }
 
