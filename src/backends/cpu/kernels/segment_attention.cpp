@@ -1,7 +1,9 @@
 // Non-causal attention inside segments, no cache: what a vision tower (one segment per image, as
 // many queries as keys) and a resampler (a few learned queries against each image's patches) need.
 //
-// Flash-attention style, through the active ISA's matmul (cpu/simd_kernels.h), so every inner loop
+// Levels with a prompt attention (Isa::prompt_attention: blocks of query rows against tiles of keys,
+// cpu/simd_prompt_attention.h) run it without the causal mask. Elsewhere (scalar):
+// flash-attention style, through the active ISA's matmul (cpu/simd_kernels.h), so every inner loop
 // is the backend's tested SIMD code at the level chosen at run time. A task is a tile of up to
 // kQueryTile (query row, query head) pairs that read the same kv head of one segment: query rows
 // of one head, or under GQA the heads of a few rows. It walks its segment's keys kKeyTile at a
@@ -250,6 +252,41 @@ void attend_tile(const cpu::Isa& isa, const Problem& pr, const Segment& s, int64
   }
 }
 
+// The level's prompt attention (Isa::prompt_attention) run non-causally over one segment: tasks of
+// (kv head, a block of query rows), the block's rows x the group's heads about kPromptRows rows,
+// K and V read in place.
+void attend_segment_in_blocks(const cpu::Isa& isa, const Problem& pr, const float* v, const Segment& s,
+                              ThreadPool& pool) {
+  const int64_t block = std::max<int64_t>(1, cpu::AttentionHeads::kPromptRows / pr.group);
+  const int64_t n_blocks = (s.q_rows + block - 1) / block;
+  const int64_t n_kv_head = pr.kv_width / pr.hd;
+  const size_t scratch_per_thread =
+      cpu::AttentionHeads::prompt_scratch_floats(DType::F32, static_cast<int>(pr.hd), block * pr.group);
+  std::vector<float> scratch(static_cast<size_t>(pool.size()) * scratch_per_thread);
+  pool.parallel_for(n_blocks * n_kv_head, [&](int64_t task, int thread) {
+    const int64_t first = task / n_kv_head * block;
+    const int64_t kv_head = task % n_kv_head;
+    const int64_t head_offset = kv_head * pr.group * pr.hd;
+    cpu::AttentionHeads heads;
+    heads.q = pr.q + (s.q_first + first) * pr.width + head_offset;
+    heads.n_heads = pr.group;
+    heads.n_tokens = std::min(block, s.q_rows - first);
+    heads.token_stride = pr.width;
+    heads.cache_type = DType::F32;
+    heads.k_cache = reinterpret_cast<const uint8_t*>(pr.k + s.k_first * pr.kv_width);
+    heads.v_cache = reinterpret_cast<const uint8_t*>(v + s.k_first * pr.kv_width);
+    heads.cache_row_bytes = static_cast<size_t>(pr.kv_width) * sizeof(float);
+    heads.first_col = kv_head * pr.hd;
+    heads.n_keys = s.k_rows;
+    heads.causal = false;
+    heads.head_dim = static_cast<int>(pr.hd);
+    heads.scale = pr.scale;
+    heads.out = pr.out + (s.q_first + first) * pr.width + head_offset;
+    heads.scratch = scratch.data() + static_cast<size_t>(thread) * scratch_per_thread;
+    isa.prompt_attention(heads);
+  });
+}
+
 }  // namespace
 
 void segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const SegmentAttentionParams& p, Tensor& out,
@@ -291,6 +328,10 @@ void segment_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   pr.scale = p.scale;
   const float* vd = v.data_as<const float>();
   const cpu::Isa& isa = cpu::active_isa();
+  if (isa.prompt_attention != nullptr) {
+    for (const Segment& s : segments) attend_segment_in_blocks(isa, pr, vd, s, pool);
+    return;
+  }
   std::vector<float> scratch(static_cast<size_t>(pool.size()) * scratch_floats(hd));
   // The segment's V transposed (see Problem::vt), kept per calling thread between calls (a tower
   // runs this with the same shapes layer after layer): the largest segment's keys times kv_width.

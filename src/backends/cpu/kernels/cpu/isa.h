@@ -78,6 +78,7 @@ struct AttentionHeads {
   size_t cache_row_bytes = 0;
   int64_t first_col = 0;  // this kv head's first element in a row (q8_0: any, blocks are read whole)
   int64_t n_keys = 0;     // of the first token; token i reads cache rows [0, n_keys + i) (causal)
+  bool causal = true;     // prompt_attention: false, every token reads rows [0, n_keys) (a vision tower)
   int head_dim = 0;
   float scale = 1.0f;
   float* out = nullptr;              // [n_tokens, n_heads, head_dim], as q

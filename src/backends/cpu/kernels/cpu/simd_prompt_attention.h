@@ -119,7 +119,7 @@ void prompt_attention(const AttentionHeads& r) {
     run_max[m] = -INFINITY;
     run_sum[m] = 0.0f;
   }
-  const int64_t n_keys = r.n_keys + r.n_tokens - 1;  // what the last token sees
+  const int64_t n_keys = r.causal ? r.n_keys + r.n_tokens - 1 : r.n_keys;  // what the last token sees
   for (int64_t start = 0; start < n_keys; start += kTile) {
     const int64_t count = n_keys - start < kTile ? n_keys - start : kTile;
     int64_t k_stride = 0;
@@ -129,7 +129,7 @@ void prompt_attention(const AttentionHeads& r) {
     for (; j < count; ++j) prompt_scores_rows<S, 1>(qt, rows_p, k_rows, k_stride, hd, j, st);
     // Causal mask: token t sees keys [0, n_keys_0 + t); only tiles past the first token's keys
     // hold keys some rows must not see.
-    if (start + count > r.n_keys) {
+    if (r.causal && start + count > r.n_keys) {
       for (int64_t m = 0; m < rows; ++m) {
         const int64_t visible = r.n_keys + m / heads - start;  // keys of this tile the row sees
         for (int64_t jj = visible < 0 ? 0 : visible; jj < count; ++jj) st[jj * rows_p + m] = -INFINITY;
