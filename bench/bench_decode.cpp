@@ -62,6 +62,8 @@ void BM_DecodeMatmuls(benchmark::State& state) {
   const auto add = [&](int64_t n, int64_t k, const Tensor* x, Tensor* y) {
     Tensor w = Tensor::host(dtype, Shape{n, k});
     kernels::from_f32(random_f32(Shape{n, k}, seed++), w, pool);
+    // As the CPU backend keeps it once loaded (FERRY_REPACK=off: the file's rows).
+    if (kernels::repacks_weight(dtype, w.shape())) w = kernels::repack_weight(w, pool);
     weight_bytes += w.nbytes();
     steps.push_back(MatmulStep{w, x, y});
   };
@@ -142,7 +144,9 @@ BENCHMARK(BM_GemvShape)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeMatmuls)
-    ->ArgsProduct({{static_cast<int64_t>(DType::BF16), static_cast<int64_t>(DType::Q8_0)}, {1, 2}})
+    ->ArgsProduct({{static_cast<int64_t>(DType::BF16), static_cast<int64_t>(DType::Q8_0),
+                    static_cast<int64_t>(DType::Q4_0)},
+                   {1, 2}})
     ->ArgNames({"dtype", "threads"})
     ->UseRealTime()
     ->MinTime(2.0)

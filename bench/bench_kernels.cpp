@@ -332,6 +332,17 @@ BENCHMARK(BM_Prefill)
     ->ArgNames({"dtype", "M", "threads"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+// The same from one row to 4096 (the blocking must hold its speed across batch sizes), one thread:
+// --benchmark_filter=PrefillRows
+BENCHMARK(BM_Prefill)
+    ->Name("BM_PrefillRows")
+    ->ArgsProduct({{static_cast<int64_t>(DType::BF16), static_cast<int64_t>(DType::Q8_0),
+                    static_cast<int64_t>(DType::Q4_0), static_cast<int64_t>(DType::Q4_K)},
+                   {1, 4, 16, 64, 256, 1024, 4096},
+                   {1}})
+    ->ArgNames({"dtype", "M", "threads"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_AttentionDecode)
     ->ArgsProduct({{512, 4096}, {1, 2}})
