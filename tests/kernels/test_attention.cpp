@@ -260,12 +260,13 @@ TEST(Attention, NarrowCachesMatchTheReferenceOverTheRoundedValues) {
 TEST(Attention, PromptsInBlocksMatchTheReference) {
   SimdLevelGuard guard;
   const Case cases[] = {
-      {4, 4, 64, 70, 0, 80, 0.125f, 1.0f},     // MHA: 32 tokens a block, past one key tile
-      {14, 2, 64, 37, 0, 40, 0.125f, 1.0f},    // 7 heads a kv head (Qwen2-0.5B): 28 rows a block
-      {32, 2, 128, 9, 60, 80, 0.0884f, 1.0f},  // 16 heads a kv head (GLM-4): 2 tokens a block
+      {4, 4, 64, 70, 0, 80, 0.125f, 1.0f},     // MHA: 64 tokens a block, past one key tile
+      {14, 2, 64, 37, 0, 40, 0.125f, 1.0f},    // 7 heads a kv head (Qwen2-0.5B): 63 rows a block
+      {32, 2, 128, 9, 60, 80, 0.0884f, 1.0f},  // 16 heads a kv head (GLM-4): 4 tokens a block
       {6, 2, 20, 129, 3, 140, 0.22f, 1.0f},    // 3 heads a kv head, head_dim 20, three key tiles
       {4, 2, 32, 40, 100, 150, 1.0f, 3.0f},    // peaky softmax, a chunk after cached rows
       {8, 8, 17, 6, 0, 6, 0.3f, 1.0f},         // one block, odd head_dim, the cache full
+      {4, 4, 32, 100, 13, 120, 0.17f, 1.0f},   // MHA after 13 cached rows: blocks and key tiles out of step
   };
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
@@ -276,6 +277,45 @@ TEST(Attention, PromptsInBlocksMatchTheReference) {
   }
   check_attention(cases[1], 1);
   check_attention(cases[3], 3, DType::F16);
+}
+
+// A prompt attended in one call or in two chunks (each long enough for the blocks) gives the same
+// bits: a row's keys past its causal limit add exact zeros, and its tiles start at the same keys.
+TEST(Attention, PromptInChunksEqualsPromptInOneCall) {
+  SimdLevelGuard guard;
+  const AttentionParams whole{8, 2, 64, 0.125f, 0};
+  const int64_t T = 37, S = 40, qw = 8 * 64, kvw = 2 * 64;
+  const auto qv = random_floats(static_cast<size_t>(T * qw), 31);
+  const auto kv = random_floats(static_cast<size_t>(T * kvw), 32);
+  const auto vv = random_floats(static_cast<size_t>(T * kvw), 33);
+  const auto rows = [](const std::vector<float>& all, int64_t width, int64_t first, int64_t count) {
+    return std::vector<float>(all.begin() + first * width, all.begin() + (first + count) * width);
+  };
+  ThreadPool pool(2);
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    std::vector<std::vector<float>> outputs;
+    for (const std::vector<int64_t>& chunks : {std::vector<int64_t>{37}, std::vector<int64_t>{20, 17}}) {
+      Tensor kc = Tensor::host(DType::F16, Shape{S, kvw}, "kc");
+      Tensor vc = Tensor::host(DType::F16, Shape{S, kvw}, "vc");
+      std::vector<float> out;
+      int64_t first = 0;
+      for (int64_t n : chunks) {
+        Tensor q = f32_tensor(Shape{n, qw}, rows(qv, qw, first, n), "q");
+        Tensor k = f32_tensor(Shape{n, kvw}, rows(kv, kvw, first, n), "k");
+        Tensor v = f32_tensor(Shape{n, kvw}, rows(vv, kvw, first, n), "v");
+        Tensor o = Tensor::host(DType::F32, Shape{n, qw}, "out");
+        AttentionParams p = whole;
+        p.kv_offset = first;
+        kernels::attention(q, k, v, kc, vc, p, o, pool);
+        const auto got = values_of(o);
+        out.insert(out.end(), got.begin(), got.end());
+        first += n;
+      }
+      outputs.push_back(out);
+    }
+    EXPECT_EQ(outputs[0], outputs[1]) << level;
+  }
 }
 
 // An f16 cache's new rows are rounded by the level's vector loop where it has one: bit for bit as

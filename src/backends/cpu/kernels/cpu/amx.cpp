@@ -137,9 +137,11 @@ void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
   }
 }
 
-// x as tile 2 (q8_0, q4_0: a.xq) or tile 5 (bf16: a.xb) wants it, per 16 rows and block (chunk):
-// [m_tile][block][r][row][4 bytes]; rows past M, and bf16 elements past K, zero. q8_0 / q4_0
-// scales [m_tile][block][row], zero past M.
+// x as tile 2 (q8_0, q4_0, k-quants: a.xq) or tile 5 (bf16: a.xb) wants it, per 16 rows and block
+// (chunk): [m_tile][block][r][row][4 bytes]; rows past M, and bf16 elements past K, zero. q8_0 /
+// q4_0 scales [m_tile][block][row], zero past M; for the k-quants (q8_K x) each block's
+// super-block scale there, then per sub-block (k_sub_block) scale * the quants' sum,
+// [m_tile][sub-block][row].
 void pack_x(const MatmulArgs& a, uint8_t* packed, float* packed_scale) {
   const bool bf16 = a.w_type == DType::BF16;
   const int64_t row_bytes = bf16 ? a.K * 2 : a.K;
@@ -168,16 +170,17 @@ void pack_x(const MatmulArgs& a, uint8_t* packed, float* packed_scale) {
         if (has_k_tiles(a.w_type)) {
           // q8_K: one scale per super-block, and per sub-block the scale times its quant sum
           // (from the sums of 16).
-          const float scale = m < a.M ? a.xq_scale[m * (a.K / kQK_K) + b / 8] : 0.0f;
-          const int16_t* bsum = a.xq_bsum + m * (a.K / 16) + 2 * b;
+          const bool real = m < a.M;  // rows past M: zeros
+          const float scale = real ? a.xq_scale[m * (a.K / kQK_K) + b / 8] : 0.0f;
+          const int16_t* bsum = real ? a.xq_bsum + m * (a.K / 16) + 2 * b : nullptr;
           packed_scale[(t * blocks + b) * kTile + i] = scale;
           float* sums = packed_scale + m_tiles * blocks * kTile;
           if (k_sub_block(a.w_type) == 32) {
-            const int32_t sum = m < a.M ? bsum[0] + bsum[1] : 0;
+            const int32_t sum = real ? bsum[0] + bsum[1] : 0;
             sums[(t * blocks + b) * kTile + i] = scale * static_cast<float>(sum);
           } else {
             for (int64_t h = 0; h < 2; ++h) {
-              const int32_t sum = m < a.M ? bsum[h] : 0;
+              const int32_t sum = real ? bsum[h] : 0;
               sums[((t * blocks + b) * 2 + h) * kTile + i] = scale * static_cast<float>(sum);
             }
           }
@@ -224,9 +227,6 @@ void unpack_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, bool copy_ro
   }
 }
 
-// Sixteen q4_k / q5_k weight rows from n0 (zero past n_end) as signed bytes, [16][K] (the quants q,
-// 0 to 15 or 31), with per 32-element sub-block b the factors of value = scale * q - min:
-// scales[b][16] = d * sc, mins[b][16] = dmin * m.
 // Sixteen q6_k weight rows from n0 (zero past n_end) as signed bytes, [16][K] (q - 32), with
 // per 16-element sub-block s scales[s][16] = d * sc.
 void unpack_q6_k_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales) {
@@ -264,6 +264,9 @@ void unpack_q6_k_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t*
   }
 }
 
+// Sixteen q4_k / q5_k weight rows from n0 (zero past n_end) as signed bytes, [16][K] (the quants q,
+// 0 to 15 or 31), with per 32-element sub-block b the factors of value = scale * q - min:
+// scales[b][16] = d * sc, mins[b][16] = dmin * m.
 template <DType T>
 void unpack_k_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales, float* mins) {
   const int64_t supers = a.K / kQK_K;
@@ -623,9 +626,9 @@ void matmul_packed_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   packed_tiles<DType::Q4_0>(a, n_begin, n_end);
 }
 
-// x packed (more than kMaxVectorRows rows of q8_0, q4_0 or bf16 weights): the tiles. Otherwise
-// the avx512bf16 level's loops: vpdpbusd for q8_0 / q4_0, vdpbf16ps for bf16 (x already rounded
-// to bf16 here, so the same products as the tiles'), and the rest as avx512vnni.
+// x packed (more than kMaxVectorRows rows of q8_0, q4_0, q4_k, q5_k, q6_k or bf16 weights): the
+// tiles. Otherwise the avx512bf16 level's loops: vpdpbusd for q8_0 / q4_0, vdpbf16ps for bf16 (x
+// already rounded to bf16 here, so the same products as the tiles'), and the rest as avx512vnni.
 void matmul_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.x_packed != nullptr && a.w_type == DType::BF16) return bf16_tiles(a, n_begin, n_end);
   if (a.x_packed != nullptr && a.w_type == DType::Q8_0) return matmul_tiles<DType::Q8_0>(a, n_begin, n_end);
@@ -651,7 +654,7 @@ namespace ferry::kernels::cpu {
 const Isa* amx_isa() {
 #ifdef FERRY_HAVE_AMX
   static const Isa isa = [] {
-    Isa level = *avx512_bf16_isa();  // everything but the q8_0, q4_0 and bf16 matmuls
+    Isa level = *avx512_bf16_isa();  // everything but the matmuls its tiles take
     level.name = "amx";
     level.matmul = matmul_amx;
     level.matmul_packed = matmul_packed_amx;

@@ -304,6 +304,8 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
         if constexpr (T == DType::Q8_0) {
           // x + 128 (unsigned) against the signed weights; 128 * sum w taken off below. Units in
           // pairs, one per chain (the chain a compile-time index, so the sums stay in registers).
+          if (G > 1 && a.prefetch)
+            _mm_prefetch(reinterpret_cast<const char*>(unit + (c + 1) * 64 + kPackedPrefetchBytes), _MM_HINT_T0);
           const __m512i w_odd = _mm512_loadu_si512(unit + (c + 1) * 64);
           if (!given) {
             const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));

@@ -155,8 +155,8 @@ const Isa* avx512_isa();
 // (bf16 weights by vdpbf16ps): avx512_dot.cpp.
 const Isa* avx512_vnni_isa();
 const Isa* avx512_bf16_isa();
-// avx512vnni plus AMX tiles: q8_0 and q4_0 against x rounded to q8_0 by tdpbssd, bf16 against x
-// rounded to bf16 by tdpbf16ps (amx.cpp).
+// avx512vnni plus AMX tiles: q8_0 and q4_0 against x rounded to q8_0 and q4_k, q5_k, q6_k against
+// x rounded to q8_K by tdpbssd, bf16 against x rounded to bf16 by tdpbf16ps (amx.cpp).
 const Isa* amx_isa();
 
 // The level chosen at run time (see kernels/simd.h).
