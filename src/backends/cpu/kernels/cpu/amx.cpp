@@ -94,7 +94,7 @@ void configure_tiles(const AmxTileConfig& config = kTiles) {
   if (std::memcmp(&current, &config, sizeof(AmxTileConfig)) != 0) _tile_loadconfig(&config);
 }
 
-// Sub-blocks of 16 (k_tile_column<16>): tile 0 the int32 sums (16 x 16), tile 1 the weights (16
+// Sub-blocks of 16 (tile_column<16, ...>): tile 0 the int32 sums (16 x 16), tile 1 the weights (16
 // rows x 16 bytes), tile 2 half a block of x (4 rows x 64 bytes).
 constexpr AmxTileConfig kK16Tiles = AmxTileConfig{}.tile(0, 16, 64).tile(1, 16, 16).tile(2, 4, 64);
 
@@ -322,43 +322,16 @@ void write_tile(const MatmulArgs& a, int64_t t, int64_t n0, int64_t count, const
   }
 }
 
-// Outputs [n0, n0 + 16) of x's tiles [t_begin, t_end) (rows [n0, n_end) written), weights given as `rows`
-// (tile-1 rows `stride` bytes apart, blocks `block_step` apart) and their scales [block][16].
-void tile_column(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t n0, int64_t n_end, const int8_t* rows,
-                 size_t stride, size_t block_step, const float* scales) {
-  const int64_t blocks = a.K / kBlock;
-  alignas(64) int32_t sums[kTile][kTile];
-  alignas(64) float out[kTile][kTile];
-  for (int64_t t = t_begin; t < t_end; ++t) {
-    __m512 acc[kTile];
-    for (__m512& v : acc) v = _mm512_setzero_ps();
-    const uint8_t* x_tiles = a.x_packed + t * blocks * kXTileBytes;
-    const float* x_scales = a.x_packed_scale + t * blocks * kTile;
-    for (int64_t b = 0; b < blocks; ++b) {
-      _tile_zero(0);
-      _tile_loadd(1, rows + b * static_cast<int64_t>(block_step), static_cast<long>(stride));
-      _tile_loadd(2, x_tiles + b * kXTileBytes, 64);
-      _tile_dpbssd(0, 1, 2);
-      _tile_stored(0, sums, 64);
-      const __m512 x_scale = _mm512_loadu_ps(x_scales + b * kTile);
-      for (int64_t i = 0; i < kTile; ++i) {
-        const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(sums[i]));
-        acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(_mm512_set1_ps(scales[b * kTile + i]), x_scale), acc[i]);
-      }
-    }
-    for (int64_t i = 0; i < kTile; ++i) _mm512_store_ps(out[i], acc[i]);
-    write_tile(a, t, n0, n_end - n0 < kTile ? n_end - n0 : kTile, out);
-  }
-}
-
-// tile_column for k-quant weights (unpack_k_weights, unpack_q6_k_weights) against x rounded to
-// q8_K (pack_x): per sub-block of kSub elements, the exact dot products of q and x's quants, then
-// per output acc += f32(dot) * (scale * x scale), and where the type has mins
-// acc -= min * (x scale * x's quant sum of the sub-block). Sub-blocks of 16 take the tiles of
-// kK16Tiles: half a block's x tile (its 4 rows of 64 bytes) against 16 bytes of each weight row.
+// Outputs [n0, n0 + 16) of x's tiles [t_begin, t_end) (rows [n0, n_end) written), from the weights'
+// quants as signed bytes, `rows` (tile-1 rows `stride` bytes apart, sub-blocks of kSub elements
+// `step` bytes apart), against x's packed tiles (pack_x). Per sub-block s, the exact dot products
+// of the quants, then per output acc += f32(dot) * (scales[s] * x scale), and where the type has
+// mins (the k-quants' dmin * m) acc -= mins[s] * (x scale * x's quant sum of the sub-block). Sub-
+// blocks of 16 take the tiles of kK16Tiles: half a block's x tile (its 4 rows of 64 bytes) against
+// 16 bytes of each weight row.
 template <int64_t kSub, bool kMins>
-void k_tile_column(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t n0, int64_t n_end, const int8_t* rows,
-                   const float* scales, const float* mins) {
+void tile_column(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t n0, int64_t n_end, const int8_t* rows,
+                 size_t stride, size_t step, const float* scales, const float* mins) {
   constexpr int64_t kParts = kBlock / kSub;  // sub-blocks per 32-element block of x's tile
   const int64_t blocks = a.K / kBlock;
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
@@ -369,13 +342,13 @@ void k_tile_column(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t 
     for (__m512& v : acc) v = _mm512_setzero_ps();
     const uint8_t* x_tiles = a.x_packed + t * blocks * kXTileBytes;
     const float* x_scales = a.x_packed_scale + t * blocks * kTile;
-    const float* x_sums = a.x_packed_scale + m_tiles * blocks * kTile + t * blocks * kParts * kTile;
+    const float* x_sums = kMins ? a.x_packed_scale + m_tiles * blocks * kTile + t * blocks * kParts * kTile : nullptr;
     for (int64_t b = 0; b < blocks; ++b) {
       const __m512 x_scale = _mm512_loadu_ps(x_scales + b * kTile);
       for (int64_t p = 0; p < kParts; ++p) {
         const int64_t s = b * kParts + p;
         _tile_zero(0);
-        _tile_loadd(1, rows + s * kSub, static_cast<long>(a.K));
+        _tile_loadd(1, rows + s * static_cast<int64_t>(step), static_cast<long>(stride));
         _tile_loadd(2, x_tiles + b * kXTileBytes + p * (kXTileBytes / kParts), 64);
         _tile_dpbssd(0, 1, 2);
         _tile_stored(0, sums, 64);
@@ -408,10 +381,10 @@ void matmul_k_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
     for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
       if constexpr (T == DType::Q6_K) {
         unpack_q6_k_weights(a, n0, n_end, rows, scales);
-        k_tile_column<16, false>(a, t0, t1, n0, n_end, rows, scales, mins);
+        tile_column<16, false>(a, t0, t1, n0, n_end, rows, static_cast<size_t>(a.K), 16, scales, nullptr);
       } else {
         unpack_k_weights<T>(a, n0, n_end, rows, scales, mins);
-        k_tile_column<32, true>(a, t0, t1, n0, n_end, rows, scales, mins);
+        tile_column<32, true>(a, t0, t1, n0, n_end, rows, static_cast<size_t>(a.K), kBlock, scales, mins);
       }
     }
   }
@@ -434,9 +407,9 @@ void matmul_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
       if (direct) {
         // Whole q8_0 tiles load straight from the weight rows: 32 quants 2 bytes into each block.
         const auto* first = reinterpret_cast<const int8_t*>(a.w + static_cast<size_t>(n0) * a.w_row_bytes + 2);
-        tile_column(a, t0, t1, n0, n_end, first, a.w_row_bytes, sizeof(BlockQ8_0), scales);
+        tile_column<kBlock, false>(a, t0, t1, n0, n_end, first, a.w_row_bytes, sizeof(BlockQ8_0), scales, nullptr);
       } else {
-        tile_column(a, t0, t1, n0, n_end, rows, static_cast<size_t>(a.K), kBlock, scales);
+        tile_column<kBlock, false>(a, t0, t1, n0, n_end, rows, static_cast<size_t>(a.K), kBlock, scales, nullptr);
       }
     }
   }
