@@ -102,6 +102,7 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cach
          T, p.kv_offset, S, k_cache.name());
   }
 
+  const cpu::Isa& isa = cpu::active_isa();
   const size_t row_bytes = k_cache.row_bytes();
   auto* kc = static_cast<uint8_t*>(k_cache.data());
   auto* vc = static_cast<uint8_t*>(v_cache.data());
@@ -115,7 +116,6 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cach
     // quantize_row_q8_0_ref, blocks of 32 along the row).
     const float* k_data = k.data_as<const float>();
     const float* v_data = v.data_as<const float>();
-    const cpu::Isa& isa = cpu::active_isa();
     const auto round = [&](const float* src, uint8_t* dst) {
       if (cache_type == DType::F16 && isa.round_row_f16 != nullptr) {
         isa.round_row_f16(src, kv_width, reinterpret_cast<uint16_t*>(dst));
@@ -130,7 +130,6 @@ void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cach
     });
   }
 
-  const cpu::Isa& isa = cpu::active_isa();
   if (T >= kMinPromptTokens && isa.prompt_attention != nullptr) {
     prompt_attention(q, kc, vc, row_bytes, cache_type, p, out, pool);
     return;
