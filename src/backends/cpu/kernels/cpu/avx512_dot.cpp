@@ -405,6 +405,12 @@ void matmul_packed_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   packed_matmul<DType::Q4_0>(a, n_begin, n_end);
 }
 
+// The super-block code's vectors with VNNI: the scale products summed into the accumulator by one
+// vpdpwssd (the same integers as vpmaddwd then vpaddd: no pair reaches -32768 * -32768).
+struct V512Vnni : V512 {
+  static I madd_add(I acc, I a, I b) { return _mm512_dpwssd_epi32(acc, a, b); }
+};
+
 // The two levels' matmul: their dot-product loops where they apply, the avx512 level's elsewhere.
 template <bool kBf16>
 void matmul_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
@@ -417,6 +423,7 @@ void matmul_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if constexpr (kBf16) {
     if (a.xb != nullptr && a.w_type == DType::BF16) return simd::matmul_with_tile<Bf16DotTile, 4>(a, n_begin, n_end);
   }
+  if (a.xq != nullptr && is_block_type(a.w_type)) return blocks::matmul<Avx512, V512Vnni, 4>(a, n_begin, n_end);
   avx512_isa()->matmul(a, n_begin, n_end);
 }
 

@@ -176,6 +176,7 @@ struct V512 {
     }
   }
   static I madd(I a, I b) { return _mm512_madd_epi16(a, b); }
+  static I madd_add(I acc, I a, I b) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
   static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
   static I and_(I a, I b) { return _mm512_and_si512(a, b); }
   static I or_(I a, I b) { return _mm512_or_si512(a, b); }
@@ -194,6 +195,25 @@ struct V512 {
     return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(table), indices);
   }
   static __m256i fold(I v) { return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)); }
+
+  // 16 lanes: the sum unfolded (no mins), or the folded sum in lanes 0-7 and the mins in 8-15 with
+  // -dmin as their scale, so one conversion and one fma take the whole super-block.
+  using Acc = __m512;
+  static Acc zero_acc() { return _mm512_setzero_ps(); }
+  template <bool kCorrect, bool kMin>
+  static Acc add_super_block(Acc acc, I sum, __m256i correction, __m256i mins, __m128 scales) {
+    if constexpr (kMin) {
+      const __m256i total = kCorrect ? _mm256_add_epi32(fold(sum), correction) : fold(sum);
+      const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(total), mins, 1);
+      const __m512i lanes = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+      const __m512 scale = _mm512_permutexvar_ps(lanes, _mm512_castps128_ps512(scales));
+      return _mm512_fmadd_ps(_mm512_cvtepi32_ps(both), scale, acc);
+    } else {
+      const __m512i total = kCorrect ? _mm512_add_epi32(sum, _mm512_zextsi256_si512(correction)) : sum;
+      return _mm512_fmadd_ps(_mm512_cvtepi32_ps(total), _mm512_broadcastss_ps(scales), acc);
+    }
+  }
+  static float sum_acc(Acc acc) { return Avx512::hsum(acc); }
 };
 
 }  // namespace

@@ -206,7 +206,10 @@ inline void unroll(F& f) {
 //                                   half 0's below, half 1's above; h unused)
 //   products<kSigned>(w, x)         16-bit pair sums of w's bytes (unsigned, or signed) times x's
 //   madd, add32, and_, or_, set1_8, srli<N>, slli<N>, iq4(indices)
+//   madd_add(acc, p, sc)            acc + madd(p, sc) (a VNNI level's V: one vpdpwssd)
 //   fold(v)                         the 256-bit sum of the vector's halves (V256: v)
+//   Acc, zero_acc(), add_super_block<kCorrect, kMin>(acc, sum, correction, mins, scales), sum_acc
+//                                   one output's f32 accumulator (V256 states the contract)
 template <class S>
 struct V256 {
   using I = __m256i;
@@ -237,6 +240,7 @@ struct V256 {
     return pair_products<S, kSigned>(w, x);
   }
   static I madd(I a, I b) { return _mm256_madd_epi16(a, b); }
+  static I madd_add(I acc, I a, I b) { return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)); }
   static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
   static I and_(I a, I b) { return _mm256_and_si256(a, b); }
   static I or_(I a, I b) { return _mm256_or_si256(a, b); }
@@ -252,15 +256,30 @@ struct V256 {
   }
   static I iq4(I indices) { return iq4_values<S>(indices); }
   static __m256i fold(I v) { return v; }
+
+  // One output's f32 accumulator, and one super-block added to it: with scales = (d, -dmin) (times
+  // x's scale), d * (sum + correction) + -dmin * mins (without mins where !kMin), in this order.
+  using Acc = __m256;
+  static Acc zero_acc() { return _mm256_setzero_ps(); }
+  template <bool kCorrect, bool kMin>
+  static Acc add_super_block(Acc acc, I sum, __m256i correction, __m256i mins, __m128 scales) {
+    const __m256i total = kCorrect ? _mm256_add_epi32(sum, correction) : sum;
+    acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(scales), _mm256_cvtepi32_ps(total), acc);
+    if constexpr (kMin) {
+      acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(scales)), _mm256_cvtepi32_ps(mins), acc);
+    }
+    return acc;
+  }
+  static float sum_acc(Acc acc) { return hsum<S>(acc); }
 };
 
 // One super-block, per vector type V: header() decodes its scales once (as int16 lanes); quants<H>
 // gives four vectors of 32-weight chunks in element order (V256: the chunks 4 H + P of half H; V512,
 // H = 0: chunk low_chunk(0, P) and its partner), scales<H, P>(h) the int16 lane scales of vector P's
 // chunks. The integer sum is, over
-// chunks, scale * (quants . x); correct() adds what that leaves out and the rounded x knows as sums
-// of 16 quants (bsum): q6_k's -32 and q3_k's -4 per weight. mins() (kMin types) is the sum of min *
-// bsum, which meets -dmin. correct() and mins() work on the folded 256-bit sums.
+// chunks, scale * (quants . x); correction() (kCorrect types) is what that leaves out and the
+// rounded x knows as sums of 16 quants (bsum): q6_k's -32 and q3_k's -4 per weight. mins() (kMin
+// types) is the sum of min * bsum, which meets -dmin. Both are 8 int32 lanes to be summed.
 template <class S, class V, DType T>
 struct SuperBlock;
 
@@ -298,7 +317,7 @@ struct Header8 {
   typename V::I sc;
   __m256i mins;
 };
-// Header of the types with one scale per 16 (q2_k, q3_k, q6_k): all 16 as int16 (for correct()),
+// Header of the types with one scale per 16 (q2_k, q3_k, q6_k): all 16 as int16 (for correction()),
 // each half's 8 in every lane, and (q2_k) the 16 mins as int16.
 template <class V>
 struct Header16 {
@@ -344,10 +363,10 @@ struct SuperBlock<S, V, DType::Q4_K> {
     constexpr int kLow = low_chunk<V, kPartner>(H, P);
     return V::template scales8<kLow, kLow + kPartner>(h.sc);
   }
-  static __m256i correct(__m256i sum, const Header&, __m256i) { return sum; }
+  static constexpr bool kCorrect = false;
+  static __m256i correction(const Header&, __m256i) { return _mm256_setzero_si256(); }
   static __m256i mins(const Header& h, __m256i bsum) { return _mm256_madd_epi16(h.mins, bsum); }
-  static float d(const uint8_t* b, const float* table) { return table[u16_at<S>(b)]; }
-  static float dmin(const uint8_t* b, const float* table) { return table[u16_at<S>(b + 2)]; }
+  static constexpr size_t kScaleAt = 0;  // d (and, kMin, dmin after it) as f16
 };
 
 template <class S, class V>
@@ -380,10 +399,10 @@ struct SuperBlock<S, V, DType::Q5_K> {
     constexpr int kLow = low_chunk<V, kPartner>(H, P);
     return V::template scales8<kLow, kLow + kPartner>(h.sc);
   }
-  static __m256i correct(__m256i sum, const Header&, __m256i) { return sum; }
+  static constexpr bool kCorrect = false;
+  static __m256i correction(const Header&, __m256i) { return _mm256_setzero_si256(); }
   static __m256i mins(const Header& h, __m256i bsum) { return _mm256_madd_epi16(h.mins, bsum); }
-  static float d(const uint8_t* b, const float* table) { return table[u16_at<S>(b)]; }
-  static float dmin(const uint8_t* b, const float* table) { return table[u16_at<S>(b + 2)]; }
+  static constexpr size_t kScaleAt = 0;  // d (and, kMin, dmin after it) as f16
 };
 
 template <class S, class V>
@@ -396,7 +415,7 @@ struct SuperBlock<S, V, DType::Q6_K> {
   static Header header(const uint8_t* b) {
     return header16<V>(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 192))));
   }
-  // The stored 6-bit q (0..63); the -32 is taken off in correct(). Part p's low 4 bits are the low
+  // The stored 6-bit q (0..63); the -32 is taken off by correction(). Part p's low 4 bits are the low
   // (p < 2) or high nibble of ql[64 H + 32 (p % 2) + l], its top 2 bits bits 2p of qh[32 H + l]
   // (qh at byte 128).
   template <int H>
@@ -414,12 +433,12 @@ struct SuperBlock<S, V, DType::Q6_K> {
   static I scales(const Header& h) {
     return V::template scales16<P>(h.half[H]);
   }
-  static __m256i correct(__m256i sum, const Header& h, __m256i bsum) {
-    return _mm256_sub_epi32(sum, _mm256_slli_epi32(_mm256_madd_epi16(h.sc16, bsum), 5));
+  static constexpr bool kCorrect = true;
+  static __m256i correction(const Header& h, __m256i bsum) {
+    return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(h.sc16, bsum), 5));
   }
   static __m256i mins(const Header&, __m256i) { return _mm256_setzero_si256(); }
-  static float d(const uint8_t* b, const float* table) { return table[u16_at<S>(b + 208)]; }
-  static float dmin(const uint8_t*, const float*) { return 0.0f; }
+  static constexpr size_t kScaleAt = 208;  // d (and, kMin, dmin after it) as f16
 };
 
 template <class S, class V>
@@ -441,7 +460,7 @@ struct SuperBlock<S, V, DType::Q3_K> {
                                        static_cast<int>(((w1 >> 4) & low4) | (((w2 >> 6) & low2) << 4)));
     return header16<V>(_mm256_cvtepi8_epi16(_mm_sub_epi8(raw, _mm_set1_epi8(32))));
   }
-  // q + 4 = low 2 bits | high bit << 2 (0..7); the -4 is taken off in correct(). Part p: bits 2p of
+  // q + 4 = low 2 bits | high bit << 2 (0..7); the -4 is taken off by correction(). Part p: bits 2p of
   // qs[32 H + l] (qs at byte 32), and bit 4 H + p of hmask[l] (at byte 0).
   template <int H>
   static void quants(const uint8_t* b, const Header&, I q[4]) {
@@ -459,12 +478,12 @@ struct SuperBlock<S, V, DType::Q3_K> {
   static I scales(const Header& h) {
     return V::template scales16<P>(h.half[H]);
   }
-  static __m256i correct(__m256i sum, const Header& h, __m256i bsum) {
-    return _mm256_sub_epi32(sum, _mm256_slli_epi32(_mm256_madd_epi16(h.sc16, bsum), 2));
+  static constexpr bool kCorrect = true;
+  static __m256i correction(const Header& h, __m256i bsum) {
+    return _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(h.sc16, bsum), 2));
   }
   static __m256i mins(const Header&, __m256i) { return _mm256_setzero_si256(); }
-  static float d(const uint8_t* b, const float* table) { return table[u16_at<S>(b + 108)]; }
-  static float dmin(const uint8_t*, const float*) { return 0.0f; }
+  static constexpr size_t kScaleAt = 108;  // d (and, kMin, dmin after it) as f16
 };
 
 template <class S, class V>
@@ -496,10 +515,10 @@ struct SuperBlock<S, V, DType::Q2_K> {
   static I scales(const Header& h) {
     return V::template scales16<P>(h.half[H]);
   }
-  static __m256i correct(__m256i sum, const Header&, __m256i) { return sum; }
+  static constexpr bool kCorrect = false;
+  static __m256i correction(const Header&, __m256i) { return _mm256_setzero_si256(); }
   static __m256i mins(const Header& h, __m256i bsum) { return _mm256_madd_epi16(h.mins, bsum); }
-  static float d(const uint8_t* b, const float* table) { return table[u16_at<S>(b + 80)]; }
-  static float dmin(const uint8_t* b, const float* table) { return table[u16_at<S>(b + 82)]; }
+  static constexpr size_t kScaleAt = 80;  // d (and, kMin, dmin after it) as f16
 };
 
 template <class S, class V>
@@ -532,10 +551,10 @@ struct SuperBlock<S, V, DType::IQ4_XS> {
   static I scales(const Header& h) {
     return V::template scales8<4 * H + P, 4 + P>(h.sc);
   }
-  static __m256i correct(__m256i sum, const Header&, __m256i) { return sum; }
+  static constexpr bool kCorrect = false;
+  static __m256i correction(const Header&, __m256i) { return _mm256_setzero_si256(); }
   static __m256i mins(const Header&, __m256i) { return _mm256_setzero_si256(); }
-  static float d(const uint8_t* b, const float* table) { return table[u16_at<S>(b)]; }
-  static float dmin(const uint8_t*, const float*) { return 0.0f; }
+  static constexpr size_t kScaleAt = 0;  // d (and, kMin, dmin after it) as f16
 };
 
 // As tile32, per super-block: acc += (d * x's d) * (exact integer sum) - (dmin * x's d) * (sum of
@@ -544,9 +563,9 @@ template <class S, class V, DType T, int MR, int NR>
 void tile256(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step, size_t prefetch_offset) {
   using B = SuperBlock<S, V, T>;
   using I = typename V::I;
-  __m256 acc[MR][NR];
+  typename V::Acc acc[MR][NR];
   for (int m = 0; m < MR; ++m) {
-    for (int n = 0; n < NR; ++n) acc[m][n] = _mm256_setzero_ps();
+    for (int n = 0; n < NR; ++n) acc[m][n] = V::zero_acc();
   }
   const uint8_t* w[NR];
   for (int n = 0; n < NR; ++n) w[n] = a.w + static_cast<size_t>(n0 + n * row_step) * a.w_row_bytes;
@@ -575,6 +594,14 @@ void tile256(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step, size
         x[m][v] = V::load(xq[m] + g * kQK_K + 32 * low_chunk<V, B::kPartner>(v / 4, v % 4), 32 * B::kPartner);
       }
     }
+    __m256i bsum[MR];
+    __m128 x_scale[MR];  // x's scale, and its negative for the mins
+    for (int m = 0; m < MR; ++m) {
+      bsum[m] = load32<S>(xbsum[m] + g * 16);
+      x_scale[m] = _mm_setr_ps(xs[m][g], -xs[m][g], 0.0f, 0.0f);
+    }
+    // Unrolled, so that the accumulators stay in registers.
+#pragma GCC unroll 8
     for (int n = 0; n < NR; ++n) {
       const uint8_t* block = w[n] + g * B::kBytes;
       const typename B::Header h = B::header(block);
@@ -589,22 +616,18 @@ void tile256(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step, size
           constexpr int kP = decltype(P)::value;
           const I sc = B::template scales<kH, kP>(h);
           for (int m = 0; m < MR; ++m) {
-            sum[m] = V::add32(sum[m], V::madd(V::template products<B::kSigned>(q[kP], x[m][4 * kH + kP]), sc));
+            sum[m] = V::madd_add(sum[m], V::template products<B::kSigned>(q[kP], x[m][4 * kH + kP]), sc);
           }
         };
         unroll<0, 4>(part);
       };
       unroll<0, 2 / V::kHalves>(half);
-      const float d = B::d(block, a.f16_table);
+      // d and dmin by vcvtph2ps (exact, as the f16 table), no table lookup on the way.
+      const uint32_t bits = B::kMin ? u32_at<S>(block + B::kScaleAt) : u16_at<S>(block + B::kScaleAt);
+      const __m128 d_dmin = _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(bits)));
       for (int m = 0; m < MR; ++m) {
-        const __m256i bsum = load32<S>(xbsum[m] + g * 16);
-        const __m256i total = B::correct(V::fold(sum[m]), h, bsum);
-        acc[m][n] = _mm256_fmadd_ps(_mm256_set1_ps(d * xs[m][g]), _mm256_cvtepi32_ps(total), acc[m][n]);
-        if constexpr (B::kMin) {
-          const float dmin = B::dmin(block, a.f16_table);
-          acc[m][n] =
-              _mm256_fnmadd_ps(_mm256_set1_ps(dmin * xs[m][g]), _mm256_cvtepi32_ps(B::mins(h, bsum)), acc[m][n]);
-        }
+        acc[m][n] = V::template add_super_block<B::kCorrect, B::kMin>(
+            acc[m][n], sum[m], B::correction(h, bsum[m]), B::mins(h, bsum[m]), _mm_mul_ps(d_dmin, x_scale[m]));
       }
     }
   }
@@ -612,7 +635,7 @@ void tile256(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step, size
     float* y = a.y + (m0 + m) * a.y_stride;
     for (int n = 0; n < NR; ++n) {
       const int64_t out = n0 + n * row_step;
-      y[out] = hsum<S>(acc[m][n]) + (a.bias ? a.bias[out] : 0.0f);
+      y[out] = V::sum_acc(acc[m][n]) + (a.bias ? a.bias[out] : 0.0f);
     }
   }
 }
