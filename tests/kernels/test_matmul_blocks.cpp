@@ -312,6 +312,69 @@ TEST(BlockTypes, ActivationRoundingIsLlamaCpps) {
   }
 }
 
+TEST(BlockTypes, Q8KRoundingIsTheSameAtEveryLevel) {
+  // Each level's q8_K rounding against the reference on finite blocks: ties at a step of exactly
+  // -1, an all-zero block, the greatest magnitude twice with both signs (the first sets the sign),
+  // random blocks. Blocks the reference leaves undefined must give the scalar level's bytes, scales
+  // and sums bit for bit: NaN and infinities, and subnormals only (the step overflows to infinity).
+  SimdLevelGuard guard;
+  constexpr size_t kBlocks = 7;
+  std::vector<float> x = random_floats(256 * kBlocks, 33, -3.0f, 3.0f);
+  for (int j = 0; j < 256; ++j) x[static_cast<size_t>(j)] = static_cast<float>(j % 60) - 29.5f;
+  x[5] = 127.0f;
+  for (size_t j = 256; j < 512; ++j) x[j] = 0.0f;
+  x[512 + 40] = 5.0f;  // block 2: +5 first, -5 later: the step is -127 / 5
+  x[512 + 200] = -5.0f;
+  x[768 + 16] = -9.0f;  // block 3: the greatest magnitude negative, at the start of a chunk of 16
+  const size_t finite_blocks = 4;
+  for (size_t j = 1024; j < 1280; ++j) x[j] = static_cast<float>(static_cast<int>(j % 7) - 3) * 1.0e-40f;
+  x[1280 + 3] = NAN;  // block 5: NaN and -infinity with finite values
+  x[1280 + 100] = -INFINITY;
+  x[1280 + 101] = INFINITY;
+  for (size_t j = 1536; j < 1792; ++j) x[j] = (j % 3 == 0) ? NAN : 0.0f;  // block 6: NaN and zeros only
+
+  const auto round_at = [&](const std::string& level, std::vector<int8_t>& q, std::vector<float>& scale,
+                            std::vector<int16_t>& bsum) {
+    kernels::set_simd_level(level);
+    q.assign(x.size(), 0);
+    scale.assign(kBlocks, 0.0f);
+    bsum.assign(x.size() / 16, 0);
+    kernels::cpu::active_isa().quantize_row_q8_K(x.data(), static_cast<int64_t>(x.size()), q.data(), scale.data(),
+                                                 bsum.data());
+  };
+  std::vector<int8_t> scalar_q;
+  std::vector<float> scalar_scale;
+  std::vector<int16_t> scalar_bsum;
+  round_at("scalar", scalar_q, scalar_scale, scalar_bsum);
+  for (const std::string& level : kernels::available_simd_levels()) {
+    std::vector<int8_t> q;
+    std::vector<float> scale;
+    std::vector<int16_t> bsum;
+    round_at(level, q, scale, bsum);
+    for (size_t b = 0; b < finite_blocks; ++b) {
+      int8_t want[256];
+      float d = 0.0f;
+      ref_round_q8_K(x.data() + b * 256, want, &d);
+      EXPECT_EQ(scale[b], d) << level << " block " << b;
+      for (size_t j = 0; j < 256; ++j) {
+        ASSERT_EQ(q[b * 256 + j], want[j]) << level << " block " << b << " x " << x[b * 256 + j];
+      }
+      for (size_t g = 0; g < 16; ++g) {
+        int sum = 0;
+        for (size_t j = 0; j < 16; ++j) sum += want[g * 16 + j];
+        EXPECT_EQ(bsum[b * 16 + g], sum) << level << " block " << b << " group " << g;
+      }
+    }
+    EXPECT_EQ(q, scalar_q) << level;
+    EXPECT_EQ(bsum, scalar_bsum) << level;
+    for (size_t b = 0; b < kBlocks; ++b) {
+      EXPECT_EQ(std::memcmp(&scale[b], &scalar_scale[b], 4), 0) << level << " block " << b << " " << scale[b];
+    }
+  }
+  EXPECT_LT(scalar_scale[2], 0.0f);  // -127 / +5 < 0
+  EXPECT_GT(scalar_scale[3], 0.0f);  // -127 / -9 > 0
+}
+
 TEST(BlockTypes, MatmulEveryTypeLevelModeAndAwkwardShape) {
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;

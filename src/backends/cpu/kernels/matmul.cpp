@@ -97,7 +97,7 @@ void round_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, cpu::ActivationQuant
       int8_t* q = q_all + m * K;
       float* scale = scale_all + m * scales;
       if (quant == cpu::ActivationQuant::Q8_K) {
-        cpu::quantize_row_q8_K_split(x, K, q, scale, bsum_all + m * (K / 16));
+        isa.quantize_row_q8_K(x, K, q, scale, bsum_all + m * (K / 16));
       } else {
         isa.quantize_row_q8_0(x, K, q, scale);
         if (quant == cpu::ActivationQuant::Q8_1) cpu::q8_1_sums(x, q, K, sum_all + m * (K / 32));

@@ -195,6 +195,62 @@ void quantize_row_q8_0_avx2(const float* x, int64_t n, int8_t* q, float* scale) 
   }
 }
 
+// As quantize_row_q8_K_split, bit for bit (quantize_row_q8_K_avx512 says how), 8 lanes at a time.
+void quantize_row_q8_K_avx2(const float* x, int64_t n, int8_t* q, float* scale, int16_t* bsum) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float* v = x + b * kQK_K;
+    int8_t* out = q + b * kQK_K;
+    int16_t* sums = bsum + b * (kQK_K / 16);
+    __m256 amax = _mm256_setzero_ps();
+    for (int c = 0; c < kQK_K / 8; ++c) amax = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(v + 8 * c)), amax);
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    const float block_amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+    if (block_amax == 0.0f) {
+      scale[b] = 0.0f;
+      std::memset(out, 0, kQK_K);
+      std::memset(sums, 0, sizeof(int16_t) * (kQK_K / 16));
+      continue;
+    }
+    float max = 0.0f;
+    for (int c = 0; c < kQK_K / 8; ++c) {
+      const int hit = _mm256_movemask_ps(
+          _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(v + 8 * c)), _mm256_set1_ps(block_amax), _CMP_EQ_OQ));
+      if (hit != 0) {
+        max = v[8 * c + __builtin_ctz(static_cast<unsigned>(hit))];
+        break;
+      }
+    }
+    const float iscale = -127.0f / max;
+    const __m256 step = _mm256_set1_ps(iscale);
+    for (int c = 0; c < kQK_K / 16; ++c) {
+      __m256i r[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m256 t = _mm256_mul_ps(_mm256_loadu_ps(v + 16 * c + 8 * h), step);
+        const __m256i rounded = _mm256_cvtps_epi32(_mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const __m256i mantissa_bits = _mm256_sub_epi32(
+            _mm256_and_si256(_mm256_castps_si256(t), _mm256_set1_epi32(0x7fffff)), _mm256_set1_epi32(0x400000));
+        const __m256i not_finite =
+            _mm256_castps_si256(_mm256_cmp_ps(_mm256_andnot_ps(sign, t), _mm256_set1_ps(INFINITY), _CMP_NLT_UQ));
+        // The low byte of each: the scalar's cast truncates.
+        r[h] = _mm256_and_si256(
+            _mm256_min_epi32(_mm256_blendv_epi8(rounded, mantissa_bits, not_finite), _mm256_set1_epi32(127)),
+            _mm256_set1_epi32(0xff));
+      }
+      // packus works within 128-bit lanes: words [r0 0-3, r1 0-3, r0 4-7, r1 4-7] put in order.
+      const __m256i words = _mm256_permute4x64_epi64(_mm256_packus_epi32(r[0], r[1]), 0xD8);
+      const __m128i bytes = _mm_packus_epi16(_mm256_castsi256_si128(words), _mm256_extracti128_si256(words, 1));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16 * c), bytes);
+      const __m256i wide = _mm256_madd_epi16(_mm256_cvtepi8_epi16(bytes), _mm256_set1_epi16(1));
+      const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(wide), _mm256_extracti128_si256(wide, 1));
+      const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+      sums[c] = static_cast<int16_t>(_mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1))));
+    }
+    scale[b] = 1.0f / iscale;
+  }
+}
+
 void matmul_avx2(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (is_block_type(a.w_type)) return blocks::matmul<Avx2, blocks::V256<Avx2>, 2>(a, n_begin, n_end);
   simd::matmul<Avx2, 2>(a, n_begin, n_end);
@@ -239,6 +295,7 @@ const Isa* avx2_isa() {
                        .prompt_attention = prompt_attention_avx2,
                        .sum_f32 = sum_f32_avx2,
                        .quantize_row_q8_0 = quantize_row_q8_0_avx2,
+                       .quantize_row_q8_K = quantize_row_q8_K_avx2,
                        .swiglu = swiglu_avx2,
                        .round_row_f16 = round_row_f16_avx2};
   return &isa;

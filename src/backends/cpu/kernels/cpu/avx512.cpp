@@ -61,6 +61,55 @@ void quantize_row_q8_0_avx512(const float* x, int64_t n, int8_t* q, float* scale
   }
 }
 
+// As quantize_row_q8_K_split, bit for bit: the first element of greatest |x| (NaN never is) sets
+// the step, -127 / it; each product rounded half to even as nearest_int, except a product that is
+// not finite (a NaN x; an infinite x against a zero step; any x against an infinite step, where the
+// greatest |x| is below 2^-121) which nearest_int's float trick turns into its mantissa bits less
+// 2^22; above 127 clamped, then truncated to int8; the sums of each 16 quants.
+void quantize_row_q8_K_avx512(const float* x, int64_t n, int8_t* q, float* scale, int16_t* bsum) {
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int64_t b = 0; b < n / kQK_K; ++b) {
+    const float* v = x + b * kQK_K;
+    int8_t* out = q + b * kQK_K;
+    int16_t* sums = bsum + b * (kQK_K / 16);
+    // max(|v|, acc) keeps acc where |v| is NaN, as the scalar's > does.
+    __m512 amax = _mm512_setzero_ps();
+    for (int c = 0; c < kQK_K / 16; ++c)
+      amax = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(v + 16 * c)), amax);
+    const float block_amax = _mm512_reduce_max_ps(amax);
+    if (block_amax == 0.0f) {
+      scale[b] = 0.0f;
+      std::memset(out, 0, kQK_K);
+      std::memset(sums, 0, sizeof(int16_t) * (kQK_K / 16));
+      continue;
+    }
+    float max = 0.0f;
+    for (int c = 0; c < kQK_K / 16; ++c) {
+      const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_loadu_ps(v + 16 * c)),
+                                               _mm512_set1_ps(block_amax), _CMP_EQ_OQ);
+      if (hit != 0) {
+        max = v[16 * c + __builtin_ctz(hit)];
+        break;
+      }
+    }
+    const float iscale = -127.0f / max;
+    const __m512 step = _mm512_set1_ps(iscale);
+    for (int c = 0; c < kQK_K / 16; ++c) {
+      const __m512 t = _mm512_mul_ps(_mm512_loadu_ps(v + 16 * c), step);
+      const __m512i rounded = _mm512_cvt_roundps_epi32(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m512i mantissa_bits = _mm512_sub_epi32(
+          _mm512_and_si512(_mm512_castps_si512(t), _mm512_set1_epi32(0x7fffff)), _mm512_set1_epi32(0x400000));
+      const __mmask16 not_finite = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, t), _mm512_set1_ps(INFINITY), _CMP_NLT_UQ);
+      const __m512i r =
+          _mm512_min_epi32(_mm512_mask_mov_epi32(rounded, not_finite, mantissa_bits), _mm512_set1_epi32(127));
+      const __m128i bytes = _mm512_cvtepi32_epi8(r);  // truncates, as the scalar's cast
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16 * c), bytes);
+      sums[c] = static_cast<int16_t>(_mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(bytes)));
+    }
+    scale[b] = 1.0f / iscale;
+  }
+}
+
 void matmul_avx512(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (is_block_type(a.w_type)) return blocks::matmul<Avx512, V512, 4>(a, n_begin, n_end);
   simd::matmul<Avx512, 4>(a, n_begin, n_end);
@@ -105,6 +154,7 @@ const Isa* avx512_isa() {
                        .prompt_attention = prompt_attention_avx512,
                        .sum_f32 = sum_f32_avx512,
                        .quantize_row_q8_0 = quantize_row_q8_0_avx512,
+                       .quantize_row_q8_K = quantize_row_q8_K_avx512,
                        .swiglu = swiglu_avx512,
                        .round_row_f16 = round_row_f16_avx512};
   return &isa;

@@ -123,6 +123,9 @@ struct Isa {
   float (*sum_f32)(const float* p, int64_t n);
   // quantize_row_q8_0_split (quant.h), bit for bit: n floats (a multiple of 32) rounded to q8_0.
   void (*quantize_row_q8_0)(const float* x, int64_t n, int8_t* q, float* scale);
+  // quantize_row_q8_K_split (quant_blocks.h), bit for bit: n floats (a multiple of 256) rounded to
+  // q8_K, with the sums of each 16 quants.
+  void (*quantize_row_q8_K)(const float* x, int64_t n, int8_t* q, float* scale, int16_t* bsum);
   // Levels whose bf16 matmul multiplies bf16 pairs (vdpbf16ps): n floats rounded to bf16 as
   // core/half.h f32_to_bf16 rounds them, bit for bit. nullptr elsewhere: x stays f32.
   void (*round_row_bf16)(const float* x, int64_t n, uint16_t* out) = nullptr;

@@ -207,7 +207,8 @@ const Isa& scalar_isa() {
                        .row_to_f32 = row_to_f32_scalar,
                        .attention = attention,
                        .sum_f32 = sum_f32,
-                       .quantize_row_q8_0 = quantize_row_q8_0_split};
+                       .quantize_row_q8_0 = quantize_row_q8_0_split,
+                       .quantize_row_q8_K = quantize_row_q8_K_split};
   return isa;
 }
 
