@@ -60,27 +60,49 @@ inline __m512 two_scales(float a, float b) {
   return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
 }
 
-// q8_0 or q4_0 weights against x rounded to q8_0 (a.xq, a.xq_scale), blocks 2p and 2p + 1 in one
-// 512-bit vector: block 2p's 32 quants in bytes 0-31, block 2p + 1's in 32-63 (an odd last block
-// alone, the upper half zero). vpdpbusd multiplies unsigned by signed bytes and sums them in fours
-// into int32 lanes: lanes 0-7 hold block 2p's dot product in 8 parts, lanes 8-15 block 2p + 1's.
-//   q8_0: x + 128 (x ^ 0x80: x is in [-127, 127]) against the signed weights, started from
-//         -128 * (the weights' sums of four): exactly sum x w.
-//   q4_0: the stored nibbles (q + 8, unsigned) against signed x, started from -8 * (x's sums of
-//         four): exactly sum x q.
-// Then, per output, acc += f32(dot parts) * (weight scale * x scale) lane by lane, pairs of
-// blocks in increasing k, and one horizontal sum at the end: an order that depends only on K, so
-// results do not depend on M, the tile or the thread count.
+// Weights in blocks of 32 with an f16 scale first (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl) against x
+// rounded to q8_0 (a.xq, a.xq_scale; q4_1 and q5_1 also read q8_1's block sums, a.xq_sum), blocks
+// 2p and 2p + 1 in one 512-bit vector: block 2p's 32 quants in bytes 0-31, block 2p + 1's in 32-63
+// (an odd last block alone, the upper half zero). vpdpbusd multiplies unsigned by signed bytes and
+// sums them in fours into int32 lanes: lanes 0-7 hold block 2p's dot product in 8 parts, lanes 8-15
+// block 2p + 1's.
+//   q8_0:   x + 128 (x ^ 0x80: x is in [-127, 127]) against the signed weights, started from
+//           -128 * (the weights' sums of four): exactly sum x w.
+//   others: the weights as unsigned bytes u = q + kOffset (q4_0's stored nibble is q + 8, q5_0's
+//           five bits q + 16, iq4_nl's table value + 128; q4_1 and q5_1 are unsigned already)
+//           against signed x, started from -kOffset * (x's sums of four): exactly sum x q.
+// Then, per output, acc += f32(dot parts) * (weight scale * x scale) lane by lane (q4_1 and q5_1:
+// then lanes 0 and 8 += m * (x's block sum)), pairs of blocks in increasing k, and one horizontal
+// sum at the end: an order that depends only on K, so results do not depend on M, the tile or the
+// thread count.
 template <DType T>
 struct VnniTile {
-  static_assert(T == DType::Q8_0 || T == DType::Q4_0, "blocks of 32 with an f16 scale first");
   static constexpr int64_t kXBytes = 1;
-  static constexpr size_t kBlockBytes = T == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
+  static constexpr size_t kBlockBytes = T == DType::Q8_0   ? sizeof(BlockQ8_0)
+                                        : T == DType::Q4_1 ? sizeof(BlockQ4_1)
+                                        : T == DType::Q5_0 ? sizeof(BlockQ5_0)
+                                        : T == DType::Q5_1 ? sizeof(BlockQ5_1)
+                                                           : sizeof(BlockQ4_0);  // q4_0, iq4_nl
+  static_assert(sizeof(BlockQ4_0) == sizeof(BlockIQ4_NL), "iq4_nl: a scale and 16 bytes, as q4_0");
+  static constexpr bool kMin = T == DType::Q4_1 || T == DType::Q5_1;
+  // Where the 16 bytes of nibbles start, and (q5_0, q5_1) the 32 fifth bits.
+  static constexpr size_t kNibblesAt = T == DType::Q4_1 ? 4 : T == DType::Q5_0 ? 6 : T == DType::Q5_1 ? 8 : 2;
+  static constexpr size_t kHighBitsAt = T == DType::Q5_0 ? 2 : 4;
+  static constexpr int kOffset = T == DType::Q4_0 ? 8 : T == DType::Q5_0 ? 16 : T == DType::IQ4_NL ? 128 : 0;
 
-  static float scale(const uint8_t* block, const float* f16_table) {
-    uint16_t d;
-    std::memcpy(&d, block, 2);
-    return f16_table[d];
+  // The scales of blocks b and b + 1 (zero when !pair) in the lanes of their dot parts: d in
+  // `scale`, and (q4_1, q5_1) m in `min`'s lanes 0 and 8 (the lanes the min term joins). The f16
+  // pairs (d, m) of both blocks converted at once (exact, as the f16 table).
+  static void scales(const uint8_t* block, bool pair, __m512* scale, [[maybe_unused]] __m512* min) {
+    uint32_t first = 0, second = 0;  // q8_0, q4_0, iq4_nl: quant bytes in m's place, unused
+    std::memcpy(&first, block, 4);
+    if (pair) std::memcpy(&second, block + kBlockBytes, 4);
+    const __m512 both = _mm512_castps128_ps512(
+        _mm_cvtph_ps(_mm_cvtsi64_si128(static_cast<int64_t>(first | static_cast<uint64_t>(second) << 32))));
+    *scale = _mm512_permutexvar_ps(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 2, 2, 2, 2, 2, 2, 2, 2), both);
+    if constexpr (kMin) {
+      *min = _mm512_permutexvar_ps(_mm512_setr_epi32(1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0), both);
+    }
   }
 
   // The weight quants of blocks b (and b + 1 when `pair`) as vpdpbusd wants them.
@@ -93,13 +115,29 @@ struct VnniTile {
     } else {
       // Each block's 16 bytes hold elements 0-15 in the low nibbles and 16-31 in the high ones:
       // 128-bit lanes [b, b, b + 1, b + 1], the odd lanes shifted right by 4, then masked.
-      const __m128i first = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
-      const __m128i second =
-          pair ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kBlockBytes + 2)) : _mm_setzero_si128();
+      const __m128i first = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kNibblesAt));
+      const __m128i second = pair ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kBlockBytes + kNibblesAt))
+                                  : _mm_setzero_si128();
       const __m512i both = _mm512_castsi256_si512(_mm256_set_m128i(second, first));
       const __m512i spread = _mm512_shuffle_i64x2(both, both, 0x50);  // lanes 0, 0, 1, 1
       const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
-      return _mm512_and_si512(_mm512_srlv_epi64(spread, shifts), _mm512_set1_epi8(0x0F));
+      __m512i q = _mm512_and_si512(_mm512_srlv_epi64(spread, shifts), _mm512_set1_epi8(0x0F));
+      if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
+        // Bit j of the block's 32 high bits is element j's fifth bit: one mask bit per byte.
+        uint32_t low = 0, high = 0;
+        std::memcpy(&low, block + kHighBitsAt, 4);
+        if (pair) std::memcpy(&high, block + kBlockBytes + kHighBitsAt, 4);
+        const auto fifth = static_cast<__mmask64>(low | static_cast<uint64_t>(high) << 32);
+        q = _mm512_mask_add_epi8(q, fifth, q, _mm512_set1_epi8(16));
+      } else if constexpr (T == DType::IQ4_NL) {
+        // The table's values + 128 (1..241, unsigned); pairs of zero nibbles past a last odd
+        // block look up 1, against x's zeros.
+        alignas(16) uint8_t shifted[16];
+        for (int i = 0; i < 16; ++i) shifted[i] = static_cast<uint8_t>(kIq4NlValues[i] + 128);
+        const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(shifted)));
+        q = _mm512_shuffle_epi8(table, q);
+      }
+      return q;
     }
   }
 
@@ -113,9 +151,11 @@ struct VnniTile {
     for (int n = 0; n < NR; ++n) w[n] = a.w + static_cast<size_t>(n0 + n * row_step) * a.w_row_bytes;
     const int8_t* xq[MR];
     const float* xs[MR];
+    [[maybe_unused]] const float* xsum[MR];
     for (int m = 0; m < MR; ++m) {
       xq[m] = a.xq + (m0 + m) * a.K;
       xs[m] = a.xq_scale + (m0 + m) * (a.K / 32);
+      if constexpr (kMin) xsum[m] = a.xq_sum + (m0 + m) * (a.K / 32);
     }
     const int64_t blocks = a.K / 32;
     for (int64_t b = 0; b < blocks; b += 2) {
@@ -130,22 +170,25 @@ struct VnniTile {
       // x's two blocks, read once for all NR rows.
       __m512i xv[MR];
       __m512 x_scale[MR];
+      [[maybe_unused]] __m512 x_sum[MR];
       [[maybe_unused]] __m512i x_start[MR];
       for (int m = 0; m < MR; ++m) {
         xv[m] = pair ? _mm512_loadu_si512(xq[m] + b * 32) : _mm512_maskz_loadu_epi8(0xFFFFFFFFull, xq[m] + b * 32);
         x_scale[m] = two_scales(xs[m][b], pair ? xs[m][b + 1] : 0.0f);
+        if constexpr (kMin) x_sum[m] = two_scales(xsum[m][b], pair ? xsum[m][b + 1] : 0.0f);
         if constexpr (T == DType::Q8_0) {
           xv[m] = _mm512_xor_si512(xv[m], _mm512_set1_epi8(static_cast<char>(0x80)));
-        } else {
-          const __m512i eights = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(8), xv[m]);
-          x_start[m] = _mm512_sub_epi32(_mm512_setzero_si512(), eights);
+        } else if constexpr (kOffset != 0) {
+          const __m512i offsets =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(kOffset)), xv[m]);
+          x_start[m] = _mm512_sub_epi32(_mm512_setzero_si512(), offsets);
         }
       }
       for (int n = 0; n < NR; ++n) {
         const uint8_t* block = w[n] + b * kBlockBytes;
         const __m512i wv = weights(block, pair);
-        const __m512 w_scale =
-            two_scales(scale(block, a.f16_table), pair ? scale(block + kBlockBytes, a.f16_table) : 0.0f);
+        __m512 w_scale, w_min;
+        scales(block, pair, &w_scale, &w_min);
         [[maybe_unused]] __m512i w_start;
         if constexpr (T == DType::Q8_0) {
           const __m512i offsets =
@@ -156,10 +199,13 @@ struct VnniTile {
           __m512i dot;
           if constexpr (T == DType::Q8_0) {
             dot = _mm512_dpbusd_epi32(w_start, xv[m], wv);
-          } else {
+          } else if constexpr (kOffset != 0) {
             dot = _mm512_dpbusd_epi32(x_start[m], wv, xv[m]);
+          } else {
+            dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv[m]);
           }
           acc[m][n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w_scale, x_scale[m]), acc[m][n]);
+          if constexpr (kMin) acc[m][n] = _mm512_mask3_fmadd_ps(w_min, x_sum[m], acc[m][n], 0x0101);
         }
       }
     }
@@ -419,6 +465,18 @@ void matmul_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   }
   if (a.xq != nullptr && a.w_type == DType::Q4_0) {
     return simd::matmul_with_tile<VnniTile<DType::Q4_0>, 4>(a, n_begin, n_end);
+  }
+  if (a.xq != nullptr && a.w_type == DType::Q4_1) {
+    return simd::matmul_with_tile<VnniTile<DType::Q4_1>, 4>(a, n_begin, n_end);
+  }
+  if (a.xq != nullptr && a.w_type == DType::Q5_0) {
+    return simd::matmul_with_tile<VnniTile<DType::Q5_0>, 4>(a, n_begin, n_end);
+  }
+  if (a.xq != nullptr && a.w_type == DType::Q5_1) {
+    return simd::matmul_with_tile<VnniTile<DType::Q5_1>, 4>(a, n_begin, n_end);
+  }
+  if (a.xq != nullptr && a.w_type == DType::IQ4_NL) {
+    return simd::matmul_with_tile<VnniTile<DType::IQ4_NL>, 4>(a, n_begin, n_end);
   }
   if constexpr (kBf16) {
     if (a.xb != nullptr && a.w_type == DType::BF16) return simd::matmul_with_tile<Bf16DotTile, 4>(a, n_begin, n_end);
