@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/cpu/isa.h"
@@ -318,13 +319,13 @@ TEST(BlockTypes, Q8KRoundingIsTheSameAtEveryLevel) {
   // random blocks. Blocks the reference leaves undefined must give the scalar level's bytes, scales
   // and sums bit for bit: NaN and infinities, and subnormals only (the step overflows to infinity).
   SimdLevelGuard guard;
-  constexpr size_t kBlocks = 7;
+  constexpr size_t kBlocks = 8;
   std::vector<float> x = random_floats(256 * kBlocks, 33, -3.0f, 3.0f);
   for (int j = 0; j < 256; ++j) x[static_cast<size_t>(j)] = static_cast<float>(j % 60) - 29.5f;
   x[5] = 127.0f;
   for (size_t j = 256; j < 512; ++j) x[j] = 0.0f;
-  x[512 + 40] = 5.0f;  // block 2: +5 first, -5 later: the step is -127 / 5
-  x[512 + 200] = -5.0f;
+  x[512 + 40] = 5.0f;  // block 2: +5 first, -5 later in the same 8 lanes: the step is -127 / 5
+  x[512 + 44] = -5.0f;
   x[768 + 16] = -9.0f;  // block 3: the greatest magnitude negative, at the start of a chunk of 16
   const size_t finite_blocks = 4;
   for (size_t j = 1024; j < 1280; ++j) x[j] = static_cast<float>(static_cast<int>(j % 7) - 3) * 1.0e-40f;
@@ -332,6 +333,12 @@ TEST(BlockTypes, Q8KRoundingIsTheSameAtEveryLevel) {
   x[1280 + 100] = -INFINITY;
   x[1280 + 101] = INFINITY;
   for (size_t j = 1536; j < 1792; ++j) x[j] = (j % 3 == 0) ? NAN : 0.0f;  // block 6: NaN and zeros only
+  // Block 7: NaNs with payloads against a finite step: the scalar's float trick keeps the payload
+  // (a signalling NaN quieted first), so these round to nonzero bytes.
+  for (const auto& [at, bits] :
+       {std::pair<size_t, uint32_t>{1792 + 2, 0x7fc00005u}, {1792 + 9, 0x7f800003u}, {1792 + 30, 0xffc0007fu}}) {
+    std::memcpy(&x[at], &bits, 4);
+  }
 
   const auto round_at = [&](const std::string& level, std::vector<int8_t>& q, std::vector<float>& scale,
                             std::vector<int16_t>& bsum) {
@@ -373,6 +380,9 @@ TEST(BlockTypes, Q8KRoundingIsTheSameAtEveryLevel) {
   }
   EXPECT_LT(scalar_scale[2], 0.0f);  // -127 / +5 < 0
   EXPECT_GT(scalar_scale[3], 0.0f);  // -127 / -9 > 0
+  EXPECT_EQ(scalar_q[1792 + 2], 5);
+  EXPECT_EQ(scalar_q[1792 + 9], 3);
+  EXPECT_EQ(scalar_q[1792 + 30], 127);
 }
 
 TEST(BlockTypes, MatmulEveryTypeLevelModeAndAwkwardShape) {

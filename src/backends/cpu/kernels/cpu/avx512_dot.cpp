@@ -1,11 +1,13 @@
-// The AVX-512 levels with dot-product instructions, each the avx512 level plus one kind of matmul:
-//   avx512vnni: q8_0 and q4_0 weights against x rounded to q8_0 by vpdpbusd, two blocks per
-//               instruction (64 byte products summed in fours, exact), where avx512 widens the
-//               bytes to int16 first and takes one block per instruction;
+// The AVX-512 levels with dot-product instructions, each the avx512 level plus its own matmuls:
+//   avx512vnni: the blocks of 32 (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl) against x rounded to q8_0
+//               by vpdpbusd, two blocks per instruction (64 byte products summed in fours,
+//               exact), where avx512 widens the bytes to int16 first and takes one block per
+//               instruction; the super-blocks (k-quants, iq4_xs) by simd_blocks.h's code with the
+//               scale products summed by vpdpwssd;
 //   avx512bf16: also bf16 weights against x rounded to bf16 by vdpbf16ps (32 products per
 //               instruction, no widening), as llama.cpp multiplies bf16 weights on every CPU.
-// Everything else (the other types, f32 activations, attention, conversions) is the avx512
-// level's own code (its table's functions).
+// Everything else (f32 activations, attention, conversions) is the avx512 level's own code (its
+// table's functions).
 #include <cmath>  // before the target region: std headers must not be compiled for AVX-512
 #include <cstdint>
 #include <cstring>
@@ -94,7 +96,7 @@ struct VnniTile {
   // `scale`, and (q4_1, q5_1) m in `min`'s lanes 0 and 8 (the lanes the min term joins). The f16
   // pairs (d, m) of both blocks converted at once (exact, as the f16 table).
   static void scales(const uint8_t* block, bool pair, __m512* scale, [[maybe_unused]] __m512* min) {
-    uint32_t first = 0, second = 0;  // q8_0, q4_0, iq4_nl: quant bytes in m's place, unused
+    uint32_t first = 0, second = 0;  // the other types: quant bytes in m's place, unused
     std::memcpy(&first, block, 4);
     if (pair) std::memcpy(&second, block + kBlockBytes, 4);
     const __m512 both = _mm512_castps128_ps512(
@@ -457,7 +459,8 @@ struct V512Vnni : V512 {
   static I madd_add(I acc, I a, I b) { return _mm512_dpwssd_epi32(acc, a, b); }
 };
 
-// The two levels' matmul: their dot-product loops where they apply, the avx512 level's elsewhere.
+// The two levels' matmul: their dot-product loops where they apply (the block types by
+// simd_blocks.h's code with vpdpwssd), the avx512 level's elsewhere.
 template <bool kBf16>
 void matmul_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.xq != nullptr && a.w_type == DType::Q8_0) {

@@ -194,6 +194,12 @@ struct V512 {
     const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4NlValues));
     return _mm512_shuffle_epi8(_mm512_broadcast_i32x4(table), indices);
   }
+  template <int C0, int C1, int kShift>
+  static I add_bit(I q, I bits) {
+    const __mmask64 set = _mm512_test_epi8_mask(
+        bits, pair(_mm256_set1_epi8(static_cast<char>(1 << C0)), _mm256_set1_epi8(static_cast<char>(1 << C1))));
+    return _mm512_mask_add_epi8(q, set, q, _mm512_set1_epi8(static_cast<char>(1 << kShift)));
+  }
   static __m256i fold(I v) { return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)); }
 
   // 16 lanes: the sum unfolded (no mins), or the folded sum in lanes 0-7 and the mins in 8-15 with

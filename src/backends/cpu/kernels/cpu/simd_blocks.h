@@ -2,14 +2,14 @@
 // x86: 32 weights at a time unpacked in registers to bytes in element order, multiplied with x's
 // quants (rounded as llama.cpp rounds them for the type: q8_0, q8_1 or q8_K) by vpmaddubsw (unsigned
 // weight bytes, or signed ones with their signs moved onto x), the int16 pair sums widened by
-// vpmaddwd against each lane's sub-block scale. So every block's sum is exact, as llama.cpp's,
-// and its f32 combination (scale products, mins) is llama.cpp's formula.
+// vpmaddwd (vpdpwssd at the VNNI levels) against each lane's sub-block scale. So every block's sum is exact, as
+// llama.cpp's, and its f32 combination (scale products, mins) is llama.cpp's formula.
 //
-// Include only from inside an ISA file's target region (avx2.cpp, avx512.cpp), after
+// Include only from inside an ISA file's target region (avx2.cpp, avx512.cpp, avx512_dot.cpp), after
 // simd_kernels.h: everything is a template on the ISA's traits type S, so each ISA gets its own
 // instantiation compiled for its instruction set. The blocks of 32 (and iq4_xs) are written in
 // 256-bit AVX2 intrinsics, which the AVX-512 file compiles with its wider register file and EVEX
-// encodings; the k-quants are written over a vector type V (V256 here, V512 in avx512.cpp: two
+// encodings; the k-quants are written over a vector type V (V256 here, V512 in avx512_traits.h: two
 // halves of a super-block per register).
 //
 // Determinism, as simd_kernels.h: each output has one vector accumulator (and one scalar, for the
@@ -189,7 +189,7 @@ inline void unroll(F& f) {
 }
 
 // The vectors the super-block code works in (V): V256 holds one 32-weight chunk of a super-block
-// (the AVX2 file, and a fallback); an AVX-512 file's V512 (avx512.cpp) holds two, a chunk below and
+// (the AVX2 file, and a fallback); an AVX-512 file's V512 (avx512_traits.h) holds two, a chunk below and
 // its partner above (chunk p of the super-block's first half and chunk p of its second, or where a
 // type's 64 contiguous bytes hold them, chunks c and c + 2: SuperBlock::kPartner), so every integer
 // operation covers two chunks. Both offer, for I (the integer vector):
@@ -207,6 +207,8 @@ inline void unroll(F& f) {
 //   products<kSigned>(w, x)         16-bit pair sums of w's bytes (unsigned, or signed) times x's
 //   madd, add32, and_, or_, set1_8, srli<N>, slli<N>, iq4(indices)
 //   madd_add(acc, p, sc)            acc + madd(p, sc) (a VNNI level's V: one vpdpwssd)
+//   add_bit<C0, C1, kShift>(q, bits) q + (1 << kShift) in the bytes whose bit C0 of bits is set (V512:
+//                                   C1 in the upper half); those bits of q are clear
 //   fold(v)                         the 256-bit sum of the vector's halves (V256: v)
 //   Acc, zero_acc(), add_super_block<kCorrect, kMin>(acc, sum, correction, mins, scales), sum_acc
 //                                   one output's f32 accumulator (V256 states the contract)
@@ -255,6 +257,10 @@ struct V256 {
     return _mm256_slli_epi16(v, N);
   }
   static I iq4(I indices) { return iq4_values<S>(indices); }
+  template <int C0, int C1, int kShift>
+  static I add_bit(I q, I bits) {
+    return _mm256_or_si256(q, _mm256_slli_epi16(and_(srl<C0, C1>(bits), set1_8(1)), kShift));
+  }
   static __m256i fold(I v) { return v; }
 
   // One output's f32 accumulator, and one super-block added to it: with scales = (d, -dmin) (times
@@ -381,18 +387,16 @@ struct SuperBlock<S, V, DType::Q5_K> {
   static constexpr int kPartner = 2;
   template <int H>
   static void quants(const uint8_t* b, const Header&, I q[4]) {
-    const I low = V::set1_8(15), one = V::set1_8(1);
+    const I low = V::set1_8(15);
     const I qh = V::load(b + 16, 0);
-    const I high[4] = {
-        V::and_(V::template srl<low_chunk<V, kPartner>(H, 0), low_chunk<V, kPartner>(H, 0) + 2>(qh), one),
-        V::and_(V::template srl<low_chunk<V, kPartner>(H, 1), low_chunk<V, kPartner>(H, 1) + 2>(qh), one),
-        V::and_(V::template srl<low_chunk<V, kPartner>(H, 2), low_chunk<V, kPartner>(H, 2) + 2>(qh), one),
-        V::and_(V::template srl<low_chunk<V, kPartner>(H, 3), low_chunk<V, kPartner>(H, 3) + 2>(qh), one)};
-    for (int j = 0; j < 2; ++j) {
-      const I bytes = V::load(b + 48 + (V::kHalves == 2 ? 64 * j : 32 * (2 * H + j)), 32);
-      q[2 * j] = V::or_(V::and_(bytes, low), V::template slli<4>(high[2 * j]));
-      q[2 * j + 1] = V::or_(V::and_(V::template srli<4>(bytes), low), V::template slli<4>(high[2 * j + 1]));
-    }
+    auto chunk_pair = [&](auto J) {
+      constexpr int kJ = decltype(J)::value;
+      constexpr int kLow = low_chunk<V, kPartner>(H, 2 * kJ), kHigh = low_chunk<V, kPartner>(H, 2 * kJ + 1);
+      const I bytes = V::load(b + 48 + (V::kHalves == 2 ? 64 * kJ : 32 * (2 * H + kJ)), 32);
+      q[2 * kJ] = V::template add_bit<kLow, kLow + 2, 4>(V::and_(bytes, low), qh);
+      q[2 * kJ + 1] = V::template add_bit<kHigh, kHigh + 2, 4>(V::and_(V::template srli<4>(bytes), low), qh);
+    };
+    unroll<0, 2>(chunk_pair);
   }
   template <int H, int P>
   static I scales(const Header& h) {
@@ -452,27 +456,27 @@ struct SuperBlock<S, V, DType::Q3_K> {
   // low 4 bits in the low (j < 8) or high nibble of byte j % 8, its top 2 bits in bits 2 (j / 4) of
   // byte 8 + j % 4 (scales at byte 96).
   static Header header(const uint8_t* b) {
-    const uint32_t low4 = 0x0f0f0f0f, low2 = 0x03030303;
-    const uint32_t w0 = u32_at<S>(b + 96), w1 = u32_at<S>(b + 100), w2 = u32_at<S>(b + 104);
-    const __m128i raw = _mm_setr_epi32(static_cast<int>((w0 & low4) | ((w2 & low2) << 4)),
-                                       static_cast<int>((w1 & low4) | (((w2 >> 2) & low2) << 4)),
-                                       static_cast<int>(((w0 >> 4) & low4) | (((w2 >> 4) & low2) << 4)),
-                                       static_cast<int>(((w1 >> 4) & low4) | (((w2 >> 6) & low2) << 4)));
-    return header16<V>(_mm256_cvtepi8_epi16(_mm_sub_epi8(raw, _mm_set1_epi8(32))));
+    // The 12 bytes (at 96) as bytes 0-11: 16 loaded to end at the block's end (110), shifted down.
+    const __m128i raw = _mm_srli_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 94)), 2);
+    const __m128i nibble = _mm_set1_epi8(15);
+    const __m128i low4 = _mm_unpacklo_epi64(_mm_and_si128(raw, nibble), _mm_and_si128(_mm_srli_epi16(raw, 4), nibble));
+    // Scale j's top bits: byte 8 + j % 4 shifted right by 2 (j / 4), j / 4 being its 32-bit lane.
+    const __m128i tops = _mm_shuffle_epi8(raw, _mm_setr_epi8(8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11, 8, 9, 10, 11));
+    const __m128i high2 = _mm_and_si128(_mm_srlv_epi32(tops, _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+    const __m128i sc = _mm_sub_epi8(_mm_or_si128(low4, _mm_slli_epi16(high2, 4)), _mm_set1_epi8(32));
+    return header16<V>(_mm256_cvtepi8_epi16(sc));
   }
   // q + 4 = low 2 bits | high bit << 2 (0..7); the -4 is taken off by correction(). Part p: bits 2p of
   // qs[32 H + l] (qs at byte 32), and bit 4 H + p of hmask[l] (at byte 0).
   template <int H>
   static void quants(const uint8_t* b, const Header&, I q[4]) {
-    const I two = V::set1_8(3), one = V::set1_8(1);
+    const I two = V::set1_8(3);
     const I qs = V::load(b + 32 + 32 * H, 32);
     const I hm = V::load(b, 0);
-    const I low2[4] = {V::and_(qs, two), V::and_(V::template srli<2>(qs), two), V::and_(V::template srli<4>(qs), two),
-                       V::and_(V::template srli<6>(qs), two)};
-    const I high[4] = {V::and_(V::template srl<4 * H + 0, 4>(hm), one), V::and_(V::template srl<4 * H + 1, 5>(hm), one),
-                       V::and_(V::template srl<4 * H + 2, 6>(hm), one),
-                       V::and_(V::template srl<4 * H + 3, 7>(hm), one)};
-    for (int p = 0; p < 4; ++p) q[p] = V::or_(low2[p], V::template slli<2>(high[p]));
+    q[0] = V::template add_bit<4 * H + 0, 4, 2>(V::and_(qs, two), hm);
+    q[1] = V::template add_bit<4 * H + 1, 5, 2>(V::and_(V::template srli<2>(qs), two), hm);
+    q[2] = V::template add_bit<4 * H + 2, 6, 2>(V::and_(V::template srli<4>(qs), two), hm);
+    q[3] = V::template add_bit<4 * H + 3, 7, 2>(V::and_(V::template srli<6>(qs), two), hm);
   }
   template <int H, int P>
   static I scales(const Header& h) {
@@ -585,7 +589,6 @@ void tile256(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step, size
         __builtin_prefetch(next + B::kBytes - 1, 0, 3);
       }
     }
-    // x's quants of this super-block, read once for all NR rows.
     // x's quants of this super-block in the chunks' order, read once for all NR rows.
     constexpr int kVectors = 8 / V::kHalves;
     I x[MR][kVectors];
