@@ -1,8 +1,8 @@
 // The AVX-512 levels with dot-product instructions, each the avx512 level plus its own matmuls:
-//   avx512vnni: the blocks of 32 (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl) against x rounded to q8_0
-//               by vpdpbusd, two blocks per instruction (64 byte products summed in fours,
-//               exact), where avx512 widens the bytes to int16 first and takes one block per
-//               instruction; the super-blocks (k-quants, iq4_xs) by simd_blocks.h's code with the
+//   avx512vnni: the blocks of 32 (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, and iq4_xs's chunks)
+//               against x rounded to q8_0 (q8_K) by vpdpbusd, two blocks per instruction (64 byte
+//               products summed in fours, exact), where avx512 widens the bytes to int16 first and
+//               takes one block per instruction; the k-quants by simd_blocks.h's code with the
 //               scale products summed by vpdpwssd;
 //   avx512bf16: also bf16 weights against x rounded to bf16 by vdpbf16ps (32 products per
 //               instruction, no widening), as llama.cpp multiplies bf16 weights on every CPU.
@@ -208,6 +208,102 @@ struct VnniTile {
           }
           acc[m][n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_mul_ps(w_scale, x_scale[m]), acc[m][n]);
           if constexpr (kMin) acc[m][n] = _mm512_mask3_fmadd_ps(w_min, x_sum[m], acc[m][n], 0x0101);
+        }
+      }
+    }
+    simd::store_tile<Avx512, MR, NR>(a, acc, m0, n0, row_step);
+  }
+};
+
+// iq4_xs weights against x rounded to q8_K (a.xq, a.xq_scale per 256): each super-block's 8 chunks
+// of 32 two at a time as VnniTile takes iq4_nl blocks (table values + 128 against x, started from
+// -128 * x's sums of four), each pair's dot parts then scaled in f32 by their chunks' d * (scale -
+// 32) * x's scale: acc += f32(dot parts) * scale lane by lane, pairs in increasing k, one
+// horizontal sum at the end (an order that depends only on K).
+struct VnniIq4XsTile {
+  static constexpr int64_t kXBytes = 1;
+  static constexpr size_t kBytes = sizeof(BlockIQ4_XS);
+
+  // d * (scale - 32) of the 8 chunks: scale j's low 4 bits are nibble j of scales_l (byte 4), its
+  // top 2 bits bits 2j of scales_h (byte 2).
+  static __m256 chunk_scales(const uint8_t* block) {
+    uint32_t low = 0;
+    uint16_t high = 0;
+    std::memcpy(&low, block + 4, 4);
+    std::memcpy(&high, block + 2, 2);
+    const __m256i low4 = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(low)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+        _mm256_set1_epi32(15));
+    const __m256i high2 = _mm256_and_si256(
+        _mm256_srlv_epi32(_mm256_set1_epi32(high), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3));
+    const __m256i scale = _mm256_sub_epi32(_mm256_or_si256(low4, _mm256_slli_epi32(high2, 4)), _mm256_set1_epi32(32));
+    uint16_t d = 0;
+    std::memcpy(&d, block, 2);
+    const __m256 d_f32 = _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(d)));
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(scale), d_f32);
+  }
+
+  template <int MR, int NR>
+  static void run(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step, size_t prefetch_offset) {
+    __m512 acc[MR][NR];
+    for (int m = 0; m < MR; ++m) {
+      for (int n = 0; n < NR; ++n) acc[m][n] = _mm512_setzero_ps();
+    }
+    const uint8_t* w[NR];
+    for (int n = 0; n < NR; ++n) w[n] = a.w + static_cast<size_t>(n0 + n * row_step) * a.w_row_bytes;
+    const int8_t* xq[MR];
+    const float* xs[MR];
+    for (int m = 0; m < MR; ++m) {
+      xq[m] = a.xq + (m0 + m) * a.K;
+      xs[m] = a.xq_scale + (m0 + m) * (a.K / kQK_K);
+    }
+    alignas(16) uint8_t shifted[16];
+    for (int i = 0; i < 16; ++i) shifted[i] = static_cast<uint8_t>(kIq4NlValues[i] + 128);
+    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(shifted)));
+    const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+    for (int64_t g = 0; g < a.K / kQK_K; ++g) {
+      if (prefetch_offset != 0) {
+        for (int n = 0; n < NR; ++n) {
+          const uint8_t* ahead = w[n] + prefetch_offset + g * kBytes;
+          simd::prefetch_line<Avx512>(ahead);
+          simd::prefetch_line<Avx512>(ahead + 64);
+          simd::prefetch_line<Avx512>(ahead + kBytes - 1);
+        }
+      }
+      // x's chunk pairs, and their starts, read once for all NR rows.
+      __m512i xv[MR][4], x_start[MR][4];
+      __m256 x_scale[MR];
+      for (int m = 0; m < MR; ++m) {
+        x_scale[m] = _mm256_set1_ps(xs[m][g]);
+        for (int p = 0; p < 4; ++p) {
+          xv[m][p] = _mm512_loadu_si512(xq[m] + g * kQK_K + 64 * p);
+          const __m512i offsets =
+              _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(static_cast<char>(0x80)), xv[m][p]);
+          x_start[m][p] = _mm512_sub_epi32(_mm512_setzero_si512(), offsets);
+        }
+      }
+#pragma GCC unroll 8
+      for (int n = 0; n < NR; ++n) {
+        const uint8_t* block = w[n] + g * kBytes;
+        // Chunks 2p and 2p + 1: 32 bytes of nibbles at 8 + 32 p, each chunk's 16 holding its
+        // elements 0-15 low, 16-31 high: 128-bit lanes [2p, 2p, 2p + 1, 2p + 1], odd ones >> 4.
+        __m512i q[4];
+        for (int p = 0; p < 4; ++p) {
+          const __m512i both =
+              _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 8 + 32 * p)));
+          const __m512i nibbles =
+              _mm512_and_si512(_mm512_srlv_epi64(_mm512_shuffle_i64x2(both, both, 0x50), shifts), _mm512_set1_epi8(15));
+          q[p] = _mm512_shuffle_epi8(table, nibbles);
+        }
+        const __m256 scales = chunk_scales(block);
+        for (int m = 0; m < MR; ++m) {
+          const __m512 s = _mm512_castps256_ps512(_mm256_mul_ps(scales, x_scale[m]));
+          for (int p = 0; p < 4; ++p) {
+            const __m512i lanes = _mm512_add_epi32(_mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                                                   _mm512_set1_epi32(2 * p));
+            const __m512i dot = _mm512_dpbusd_epi32(x_start[m][p], q[p], xv[m][p]);
+            acc[m][n] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(lanes, s), acc[m][n]);
+          }
         }
       }
     }
@@ -481,6 +577,7 @@ void matmul_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.xq != nullptr && a.w_type == DType::IQ4_NL) {
     return simd::matmul_with_tile<VnniTile<DType::IQ4_NL>, 4>(a, n_begin, n_end);
   }
+  if (a.xq != nullptr && a.w_type == DType::IQ4_XS) return simd::matmul_with_tile<VnniIq4XsTile, 4>(a, n_begin, n_end);
   if constexpr (kBf16) {
     if (a.xb != nullptr && a.w_type == DType::BF16) return simd::matmul_with_tile<Bf16DotTile, 4>(a, n_begin, n_end);
   }

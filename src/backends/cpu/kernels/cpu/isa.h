@@ -154,8 +154,8 @@ const Isa& scalar_isa();
 // nullptr when this build has no such path. Whether the CPU can run it is simd.cpp's question.
 const Isa* avx2_isa();
 const Isa* avx512_isa();
-// AVX-512 with VNNI (the blocks of 32 against x rounded to q8_0 by vpdpbusd, the super-blocks'
-// scale products by vpdpwssd), and that plus BF16 (bf16 weights by vdpbf16ps): avx512_dot.cpp.
+// AVX-512 with VNNI (the blocks of 32 and iq4_xs's chunks by vpdpbusd, the k-quants' scale
+// products by vpdpwssd), and that plus BF16 (bf16 weights by vdpbf16ps): avx512_dot.cpp.
 const Isa* avx512_vnni_isa();
 const Isa* avx512_bf16_isa();
 // avx512vnni plus AMX tiles: q8_0 and q4_0 against x rounded to q8_0 and q4_k, q5_k, q6_k against
