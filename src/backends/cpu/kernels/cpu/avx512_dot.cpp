@@ -62,6 +62,22 @@ inline __m512 two_scales(float a, float b) {
   return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
 }
 
+// Two blocks' 16 bytes of nibbles (the first in the low 128 bits of `both`, the second above) as
+// 64 bytes in element order: each block's low nibbles (its elements 0-15), then its high ones.
+inline __m512i nibbles_in_order(__m256i both) {
+  const __m512i wide = _mm512_castsi256_si512(both);
+  const __m512i spread = _mm512_shuffle_i64x2(wide, wide, 0x50);  // 128-bit lanes 0, 0, 1, 1
+  const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+  return _mm512_and_si512(_mm512_srlv_epi64(spread, shifts), _mm512_set1_epi8(0x0F));
+}
+
+// The iq4_nl / iq4_xs values + 128 (1..241: unsigned bytes for vpdpbusd) in every 128-bit lane.
+inline __m512i iq4_unsigned_values() {
+  alignas(16) uint8_t shifted[16];
+  for (int i = 0; i < 16; ++i) shifted[i] = static_cast<uint8_t>(kIq4NlValues[i] + 128);
+  return _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(shifted)));
+}
+
 // Weights in blocks of 32 with an f16 scale first (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl) against x
 // rounded to q8_0 (a.xq, a.xq_scale; q4_1 and q5_1 also read q8_1's block sums, a.xq_sum), blocks
 // 2p and 2p + 1 in one 512-bit vector: block 2p's 32 quants in bytes 0-31, block 2p + 1's in 32-63
@@ -115,15 +131,10 @@ struct VnniTile {
           pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kBlockBytes + 2)) : _mm256_setzero_si256();
       return _mm512_inserti64x4(_mm512_castsi256_si512(first), second, 1);
     } else {
-      // Each block's 16 bytes hold elements 0-15 in the low nibbles and 16-31 in the high ones:
-      // 128-bit lanes [b, b, b + 1, b + 1], the odd lanes shifted right by 4, then masked.
       const __m128i first = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kNibblesAt));
       const __m128i second = pair ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + kBlockBytes + kNibblesAt))
                                   : _mm_setzero_si128();
-      const __m512i both = _mm512_castsi256_si512(_mm256_set_m128i(second, first));
-      const __m512i spread = _mm512_shuffle_i64x2(both, both, 0x50);  // lanes 0, 0, 1, 1
-      const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
-      __m512i q = _mm512_and_si512(_mm512_srlv_epi64(spread, shifts), _mm512_set1_epi8(0x0F));
+      __m512i q = nibbles_in_order(_mm256_set_m128i(second, first));
       if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
         // Bit j of the block's 32 high bits is element j's fifth bit: one mask bit per byte.
         uint32_t low = 0, high = 0;
@@ -132,12 +143,8 @@ struct VnniTile {
         const auto fifth = static_cast<__mmask64>(low | static_cast<uint64_t>(high) << 32);
         q = _mm512_mask_add_epi8(q, fifth, q, _mm512_set1_epi8(16));
       } else if constexpr (T == DType::IQ4_NL) {
-        // The table's values + 128 (1..241, unsigned); pairs of zero nibbles past a last odd
-        // block look up 1, against x's zeros.
-        alignas(16) uint8_t shifted[16];
-        for (int i = 0; i < 16; ++i) shifted[i] = static_cast<uint8_t>(kIq4NlValues[i] + 128);
-        const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(shifted)));
-        q = _mm512_shuffle_epi8(table, q);
+        // Zero nibbles past a last odd block look up 1, against x's zeros.
+        q = _mm512_shuffle_epi8(iq4_unsigned_values(), q);
       }
       return q;
     }
@@ -257,10 +264,7 @@ struct VnniIq4XsTile {
       xq[m] = a.xq + (m0 + m) * a.K;
       xs[m] = a.xq_scale + (m0 + m) * (a.K / kQK_K);
     }
-    alignas(16) uint8_t shifted[16];
-    for (int i = 0; i < 16; ++i) shifted[i] = static_cast<uint8_t>(kIq4NlValues[i] + 128);
-    const __m512i table = _mm512_broadcast_i32x4(_mm_load_si128(reinterpret_cast<const __m128i*>(shifted)));
-    const __m512i shifts = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0);
+    const __m512i table = iq4_unsigned_values();
     for (int64_t g = 0; g < a.K / kQK_K; ++g) {
       if (prefetch_offset != 0) {
         for (int n = 0; n < NR; ++n) {
@@ -285,15 +289,11 @@ struct VnniIq4XsTile {
 #pragma GCC unroll 8
       for (int n = 0; n < NR; ++n) {
         const uint8_t* block = w[n] + g * kBytes;
-        // Chunks 2p and 2p + 1: 32 bytes of nibbles at 8 + 32 p, each chunk's 16 holding its
-        // elements 0-15 low, 16-31 high: 128-bit lanes [2p, 2p, 2p + 1, 2p + 1], odd ones >> 4.
+        // Chunks 2p and 2p + 1: 32 bytes of nibbles at 8 + 32 p.
         __m512i q[4];
         for (int p = 0; p < 4; ++p) {
-          const __m512i both =
-              _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 8 + 32 * p)));
-          const __m512i nibbles =
-              _mm512_and_si512(_mm512_srlv_epi64(_mm512_shuffle_i64x2(both, both, 0x50), shifts), _mm512_set1_epi8(15));
-          q[p] = _mm512_shuffle_epi8(table, nibbles);
+          const __m256i both = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 8 + 32 * p));
+          q[p] = _mm512_shuffle_epi8(table, nibbles_in_order(both));
         }
         const __m256 scales = chunk_scales(block);
         for (int m = 0; m < MR; ++m) {
