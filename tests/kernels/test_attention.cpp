@@ -321,6 +321,42 @@ TEST(Attention, PromptInChunksEqualsPromptInOneCall) {
 // An f16 cache's new rows are rounded by the level's vector loop where it has one: bit for bit as
 // f32_to_f16, for halfway cases, subnormals, the overflow edge, infinities and NaNs with payloads
 // (which the conversion instruction would keep), in vectors with and without a NaN and in a tail.
+// A later token's infinite value and NaN key reach no earlier token: the prompt's first T - 1
+// rows are, bit for bit, those of the same prompt without its last token (the blocks skip the keys
+// a row does not see, they do not add 0 * inf).
+TEST(Attention, LaterTokensNonFiniteValuesDoNotReachEarlierRows) {
+  SimdLevelGuard guard;
+  const AttentionParams params{8, 2, 64, 0.125f, 0};
+  const int64_t T = 37, S = 40, qw = 8 * 64, kvw = 2 * 64;
+  const auto qv = random_floats(static_cast<size_t>(T * qw), 41);
+  auto kv = random_floats(static_cast<size_t>(T * kvw), 42);
+  auto vv = random_floats(static_cast<size_t>(T * kvw), 43);
+  kv[static_cast<size_t>((T - 1) * kvw + 3)] = NAN;
+  vv[static_cast<size_t>((T - 1) * kvw + 5)] = INFINITY;
+  vv[static_cast<size_t>((T - 1) * kvw + 64 + 7)] = -INFINITY;  // the second kv head's
+  const auto first_rows = [](const std::vector<float>& all, int64_t width, int64_t count) {
+    return std::vector<float>(all.begin(), all.begin() + count * width);
+  };
+  ThreadPool pool(2);
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    std::vector<std::vector<float>> outputs;
+    for (int64_t n : {T, T - 1}) {
+      Tensor kc = Tensor::host(DType::F32, Shape{S, kvw}, "kc");
+      Tensor vc = Tensor::host(DType::F32, Shape{S, kvw}, "vc");
+      Tensor q = f32_tensor(Shape{n, qw}, first_rows(qv, qw, n), "q");
+      Tensor k = f32_tensor(Shape{n, kvw}, first_rows(kv, kvw, n), "k");
+      Tensor v = f32_tensor(Shape{n, kvw}, first_rows(vv, kvw, n), "v");
+      Tensor o = Tensor::host(DType::F32, Shape{n, qw}, "out");
+      kernels::attention(q, k, v, kc, vc, params, o, pool);
+      outputs.push_back(values_of(o));
+    }
+    const std::vector<float> earlier(outputs[0].begin(), outputs[0].begin() + (T - 1) * qw);
+    EXPECT_EQ(earlier, outputs[1]) << level;
+    for (float x : earlier) ASSERT_TRUE(std::isfinite(x)) << level;
+  }
+}
+
 TEST(Attention, F16CacheRowsRoundBitForBitAtEveryLevel) {
   SimdLevelGuard guard;
   const uint32_t special[] = {0x00000000u, 0x80000000u, 0x3f800000u, 0x477fe000u, 0x477fefffu, 0x477ff000u,

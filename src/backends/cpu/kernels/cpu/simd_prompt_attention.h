@@ -48,10 +48,16 @@ void prompt_scores(const float* qt, int64_t rows_p, const float* k, int64_t k_st
   }
 }
 
+// Lane indices 0, 1, 2, ...: with a vector's first row, the rows of its lanes.
+alignas(64) inline constexpr float kLaneIndex[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
 // O^T[d][row vectors v0, v0 + NV) for d in [d0, d0 + ND): O^T = O^T * keep + sum_j V[j][d] P^T[j].
+// Keys [0, shared) of the tile are seen by every row; key j >= shared only by rows from (j - shared
+// + 1) * heads on (the causal triangle). The rows that do not see a key skip it rather than add 0 *
+// V: an infinite or NaN value of a later token must not reach an earlier one.
 template <class S, int ND, int NV>
 void prompt_values(float* ot, int64_t rows_p, const float* pt, const float* keep, const float* v, int64_t v_stride,
-                   int64_t count, int64_t d0, int64_t v0) {
+                   int64_t count, int64_t shared, int64_t heads, int64_t d0, int64_t v0) {
   using V = typename S::V;
   V acc[ND][NV];
   for (int vi = 0; vi < NV; ++vi) {
@@ -62,9 +68,25 @@ void prompt_values(float* ot, int64_t rows_p, const float* pt, const float* keep
     V p[NV];
     for (int vi = 0; vi < NV; ++vi) p[vi] = S::load_x(pt + j * rows_p + (v0 + vi) * S::W);
     const float* vj = v + j * v_stride + d0;
-    for (int d = 0; d < ND; ++d) {
-      const V vv = S::set1(vj[d]);
-      for (int vi = 0; vi < NV; ++vi) acc[d][vi] = S::fma(vv, p[vi], acc[d][vi]);
+    if (j < shared) {
+      for (int d = 0; d < ND; ++d) {
+        const V vv = S::set1(vj[d]);
+        for (int vi = 0; vi < NV; ++vi) acc[d][vi] = S::fma(vv, p[vi], acc[d][vi]);
+      }
+    } else {
+      // Negative in the lanes of rows before the first that sees key j.
+      V before[NV];
+      const auto first = static_cast<float>((j - shared + 1) * heads);
+      for (int vi = 0; vi < NV; ++vi) {
+        before[vi] =
+            S::sub(S::add(S::load_x(kLaneIndex), S::set1(static_cast<float>((v0 + vi) * S::W))), S::set1(first));
+      }
+      for (int d = 0; d < ND; ++d) {
+        const V vv = S::set1(vj[d]);
+        for (int vi = 0; vi < NV; ++vi) {
+          acc[d][vi] = S::select_negative(before[vi], S::fma(vv, p[vi], acc[d][vi]), acc[d][vi]);
+        }
+      }
     }
   }
   for (int d = 0; d < ND; ++d) {
@@ -84,11 +106,13 @@ void prompt_scores_rows(const float* qt, int64_t rows_p, const float* k, int64_t
 
 template <class S, int ND>
 void prompt_values_rows(float* ot, int64_t rows_p, const float* pt, const float* keep, const float* v, int64_t v_stride,
-                        int64_t count, int64_t d0) {
+                        int64_t count, int64_t shared, int64_t heads, int64_t d0) {
   const int64_t vectors = rows_p / S::W;
   int64_t v0 = 0;
-  for (; v0 + 2 <= vectors; v0 += 2) prompt_values<S, ND, 2>(ot, rows_p, pt, keep, v, v_stride, count, d0, v0);
-  if (v0 < vectors) prompt_values<S, ND, 1>(ot, rows_p, pt, keep, v, v_stride, count, d0, v0);
+  for (; v0 + 2 <= vectors; v0 += 2) {
+    prompt_values<S, ND, 2>(ot, rows_p, pt, keep, v, v_stride, count, shared, heads, d0, v0);
+  }
+  if (v0 < vectors) prompt_values<S, ND, 1>(ot, rows_p, pt, keep, v, v_stride, count, shared, heads, d0, v0);
 }
 
 template <class S>
@@ -157,9 +181,13 @@ void prompt_attention(const AttentionHeads& r) {
     }
     int64_t v_stride = 0;
     const float* v_rows = cache_tile<S>(r, r.v_cache, start, count, tile, &v_stride);
+    // Keys every row sees: all of them without the causal mask.
+    const int64_t shared = r.causal ? r.n_keys - start : count;
     int64_t d = 0;
-    for (; d + kKeys <= hd; d += kKeys) prompt_values_rows<S, kKeys>(ot, rows_p, st, keep, v_rows, v_stride, count, d);
-    for (; d < hd; ++d) prompt_values_rows<S, 1>(ot, rows_p, st, keep, v_rows, v_stride, count, d);
+    for (; d + kKeys <= hd; d += kKeys) {
+      prompt_values_rows<S, kKeys>(ot, rows_p, st, keep, v_rows, v_stride, count, shared, heads, d);
+    }
+    for (; d < hd; ++d) prompt_values_rows<S, 1>(ot, rows_p, st, keep, v_rows, v_stride, count, shared, heads, d);
   }
   for (int64_t m = 0; m < rows; ++m) {
     const float inv = 1.0f / run_sum[m];
