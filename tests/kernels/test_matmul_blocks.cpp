@@ -410,7 +410,7 @@ TEST(BlockTypes, MatmulEveryTypeLevelModeAndAwkwardShape) {
 TEST(BlockTypes, ResultDoesNotDependOnThreadsOrBatchRowsOrPrefetch) {
   // Bit-identical for 1, 2, 3 threads; a row of a batch equals the same row alone (prefill and
   // decode); software prefetch in decode never changes a result. A level whose batches of more
-  // than Isa::small_batch_rows rows take other loops (amx: tiles for q4_k, q5_k and q6_k) keeps a row
+  // than Isa::small_batch_rows rows take other loops (amx: tiles for every block type) keeps a row
   // alone within the reference tolerance of the batch's instead (1e-5 of sum |x_k w_k|).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard(kernels::Q8Activations::Q8_0);
@@ -434,8 +434,7 @@ TEST(BlockTypes, ResultDoesNotDependOnThreadsOrBatchRowsOrPrefetch) {
         for (kernels::GemvPrefetch p : {kernels::GemvPrefetch::On, kernels::GemvPrefetch::Off}) {
           kernels::set_gemv_prefetch(p);
           const auto alone = run_matmul(x1, w, 2);
-          const bool tiles = t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;  // amx's
-          if (small == 0 || M <= small || !tiles) {
+          if (small == 0 || M <= small) {
             EXPECT_EQ(alone, in_batch) << dtype_name(t) << " " << level << " row " << m;
             continue;
           }

@@ -1,16 +1,20 @@
-// The amx level: avx512bf16, with q8_0 and q4_0 weights against x rounded to q8_0, q4_k, q5_k and
-// q6_k weights against x rounded to q8_K, and bf16 weights against x rounded to bf16, multiplied in
-// Intel AMX tiles (Sapphire Rapids and later) wherever x has more than a few rows.
+// The amx level: avx512bf16, with the weights of every block type (q8_0, q4_0, q4_1, q5_0, q5_1,
+// iq4_nl, q2_k..q6_k, iq4_xs) against x rounded as llama.cpp rounds it for them (q8_0, q8_1 or
+// q8_K), and bf16 weights against x rounded to bf16, multiplied in Intel AMX tiles (Sapphire
+// Rapids and later) wherever x has more than a few rows.
 //
-// Per block of 32 along K, one tdpbssd takes 16 weight rows (tile 1: 16 rows of 32 signed bytes,
-// read straight from q8_0 rows, or from q4_0 rows unpacked to q - 8) against 16 rows of x (tile 2:
-// x's quants in the VNNI order tdpbssd wants, packed once per call by pack_x) and leaves each of
-// the 256 exact block dot products in tile 0. They are stored, and per output
-// acc += f32(dot) * (weight scale * x scale), block after block, with the 16 x rows in the lanes
-// of one vector per weight row. So every output is the same sequence of f32 operations whatever
-// the tile it sits in or the thread. Up to kMaxVectorRows rows of x (decode) take the vector
-// loops of avx512bf16 instead, the same exact products summed in another order: on this level a
-// row's result alone and in a batch of more than kMaxVectorRows can differ in the last bits.
+// Block types: per sub-block of 32 (or 16: q2_k, q3_k, q6_k) along K, one tdpbssd takes 16 rows of
+// x (tile 2 or 3: x's quants, straight from a.xq) against 16 weight rows (tile 4 or 5: their
+// quants as signed bytes in the order tdpbssd wants B, 4 bytes of each row per 64: a packed q8_0
+// group as stored, every other type unpacked per call, weight_tiles) and leaves the exact
+// sub-block dot products in tile 0 or 1. Two sub-blocks are in flight: the tiles multiply one
+// while the vector unit scales the other's sums, per output acc = fma(f32(dot), weight factor *
+// x scale, acc), and for the types with mins acc = fma(weight min, x's scaled sum, acc), sub-block
+// after sub-block. So every output is the same sequence of f32 operations whatever the tile it
+// sits in or the thread, and for packed q8_0 / q4_0 the vector loops' sequence (avx512_dot.cpp).
+// Up to kMaxVectorRows rows of x (decode) take the vector loops of avx512bf16 instead; for the
+// weights not packed, the same exact products summed in another order: on this level a row's
+// result alone and in a batch of more than kMaxVectorRows can differ in the last bits.
 //
 // The tiles need the kernel's permission (cpu_features.cpp requests it); a CPU or kernel without
 // AMX never lists this level.
@@ -30,7 +34,7 @@ namespace {
 
 // This thread's scratch buffers, here before the target region: std:: templates instantiated in
 // it would be compiled for AMX and AVX-512, and the linker may keep that copy for other files too.
-enum class Scratch { WeightRows, WeightScales, PaddedFirst, PaddedSecond, PaddedX, Count };
+enum class Scratch { WeightRows, WeightTiles, WeightFactors, PaddedFirst, PaddedSecond, Count };
 
 [[maybe_unused]] void* scratch(Scratch which, size_t bytes, bool zeroed) {
   thread_local std::vector<uint8_t> buffers[static_cast<size_t>(Scratch::Count)];
@@ -63,46 +67,36 @@ namespace {
 // tiles save (decode measured 25-45% slower through them). The results differ from the tiles' only
 // in the order of the f32 sums.
 constexpr int64_t kMaxVectorRows = 4;
-constexpr int64_t kTile = 16;         // rows of a tile, and int32 columns of the sums' tile
-constexpr int64_t kBlock = 32;        // q8_0 / q4_0 block: the K of one tdpbssd
-constexpr int64_t kXTileBytes = 512;  // one block of 16 x rows in VNNI order: 8 rows of 64 bytes
+constexpr int64_t kTile = 16;  // rows of a tile, and int32 columns of the sums' tile
 
 constexpr int64_t kBf16Chunk = 32;         // bf16 elements of K per tdpbf16ps
 constexpr int64_t kXBf16TileBytes = 1024;  // one chunk of 16 x rows in pairs: 16 rows of 64 bytes
 
-// q8_0 / q4_0: tile 0 the int32 sums (16 x 16), tile 1 the weights (16 rows x 32 bytes), tile 2 x
-// (8 rows x 64 bytes: row r holds bytes 4r..4r+3 of each of the 16 x rows).
 // bf16: tiles 3 and 6 the f32 sums (16 x 16) of two tiles of weight rows, tiles 4 and 7 their
 // weights (16 rows x 32 bf16), tile 5 x (16 rows x 64 bytes: row r holds elements 2r, 2r + 1 of
 // each of the 16 x rows).
-constexpr AmxTileConfig kTiles = AmxTileConfig{}
-                                     .tile(0, 16, 64)
-                                     .tile(1, 16, 32)
-                                     .tile(2, 8, 64)
-                                     .tile(3, 16, 64)
-                                     .tile(4, 16, 64)
-                                     .tile(5, 16, 64)
-                                     .tile(6, 16, 64)
-                                     .tile(7, 16, 64);
+constexpr AmxTileConfig kBf16Tiles =
+    AmxTileConfig{}.tile(3, 16, 64).tile(4, 16, 64).tile(5, 16, 64).tile(6, 16, 64).tile(7, 16, 64);
 
 // Loads the configuration where the thread's current one is another (none: the loops release the
 // tiles when done; or another user's, such as the peak probe of bench_kernels). Reading it back
 // is cheap.
-void configure_tiles(const AmxTileConfig& config = kTiles) {
+void configure_tiles(const AmxTileConfig& config) {
   AmxTileConfig current;
   _tile_storeconfig(&current);
   if (std::memcmp(&current, &config, sizeof(AmxTileConfig)) != 0) _tile_loadconfig(&config);
 }
 
-// Sub-blocks of 16 (tile_column<16, ...>): tile 0 the int32 sums (16 x 16), tile 1 the weights (16
-// rows x 16 bytes), tile 2 half a block of x (4 rows x 64 bytes).
-constexpr AmxTileConfig kK16Tiles = AmxTileConfig{}.tile(0, 16, 64).tile(1, 16, 16).tile(2, 4, 64);
-
-// Packed q8_0 / q4_0 weights (packed_tiles): two blocks in flight, so the tiles multiply one while
-// the vector unit scales the other's sums. Tiles 0 and 1 the int32 sums (16 x 16), 2 and 3 x (16
-// rows x 32 bytes), 4 and 5 the weights (8 units of 64 bytes).
-constexpr AmxTileConfig kPackedTiles =
-    AmxTileConfig{}.tile(0, 16, 64).tile(1, 16, 64).tile(2, 16, 32).tile(3, 16, 32).tile(4, 8, 64).tile(5, 8, 64);
+// Block types, sub-blocks of kSub (32 or 16) elements: tiles 0 and 1 the int32 sums (16 x 16),
+// 2 and 3 x (16 rows x kSub bytes), 4 and 5 the weights (kSub / 4 rows of 64 bytes).
+template <int64_t kSub>
+constexpr AmxTileConfig kBlockTiles = AmxTileConfig{}
+                                          .tile(0, 16, 64)
+                                          .tile(1, 16, 64)
+                                          .tile(2, 16, kSub)
+                                          .tile(3, 16, kSub)
+                                          .tile(4, kSub / 4, 64)
+                                          .tile(5, kSub / 4, 64);
 
 // x's tiles go in groups of about kGroupBytes, which stay in L2 while every weight tile of the
 // thread's range passes them (all of a long prompt's would not fit, and come from L3 each time).
@@ -111,13 +105,15 @@ int64_t tiles_per_group(int64_t tile_bytes) {
   return kGroupBytes / tile_bytes > 0 ? kGroupBytes / tile_bytes : 1;
 }
 
-// K-quant types multiplied in tiles against x rounded to q8_K, a tdpbssd per sub-block: of 32
-// elements for q4_k and q5_k (d * sc * q - dmin * m), of 16 for q6_k (d * sc * q).
-bool has_k_tiles(DType t) {
-  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+// The weight types the tiles take against rounded x: q8_0, q4_0 and every block type.
+bool has_tiles(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || is_block_type(t);
 }
-constexpr int64_t k_sub_block(DType t) {
-  return t == DType::Q6_K ? 16 : 32;
+
+// x's sums per sub-block that the mins meet, for q8_K x (k-quants with mins: q2_k, q4_k, q5_k):
+// [row][sub-block], x's scale times the sub-block's quant sum, rows up to a whole tile.
+bool has_q8_k_sums(DType t) {
+  return t == DType::Q2_K || t == DType::Q4_K || t == DType::Q5_K;
 }
 
 void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
@@ -125,34 +121,44 @@ void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
   *bytes = 0;
   *scales = 0;
   if (a.call_rows <= kMaxVectorRows) return;  // decode: the avx512bf16 loops, on x unpacked
-  if (a.w_packed) return;                     // packed weights: x's tiles load straight from a.xq
-  if (a.w_type == DType::Q8_0 || a.w_type == DType::Q4_0) {
-    *bytes = static_cast<size_t>(m_tiles * (a.K / kBlock) * kXTileBytes);
-    *scales = static_cast<size_t>(m_tiles * (a.K / kBlock) * kTile);
-  } else if (has_k_tiles(a.w_type)) {  // the scales per block, then scale * quant sum per sub-block
-    *bytes = static_cast<size_t>(m_tiles * (a.K / kBlock) * kXTileBytes);
-    *scales = static_cast<size_t>(m_tiles * (a.K / kBlock + a.K / k_sub_block(a.w_type)) * kTile);
+  if (has_tiles(a.w_type)) {                  // the last tile of x's rows, zero past M; the sums for q8_K's mins
+    *bytes = static_cast<size_t>(kTile * a.K);
+    if (has_q8_k_sums(a.w_type)) *scales = static_cast<size_t>(m_tiles * kTile * (a.K / tile_sub_block(a.w_type)));
   } else if (a.w_type == DType::BF16) {
     *bytes = static_cast<size_t>(m_tiles * ((a.K + kBf16Chunk - 1) / kBf16Chunk) * kXBf16TileBytes);
   }
 }
 
-// x as tile 2 (q8_0, q4_0, k-quants: a.xq) or tile 5 (bf16: a.xb) wants it, per 16 rows and block
-// (chunk): [m_tile][block][r][row][4 bytes]; rows past M, and bf16 elements past K, zero. q8_0 /
-// q4_0 scales [m_tile][block][row], zero past M; for the k-quants (q8_K x) each block's
-// super-block scale there, then per sub-block (k_sub_block) scale * the quants' sum,
-// [m_tile][sub-block][row].
+// Block types: the last tile's rows of x's quants (those of rows from M rounded down to 16, zero
+// rows after M), so every tile 2 / 3 loads 16 rows; and for has_q8_k_sums the scaled sums.
+// bf16: x as tile 5 wants it, per 16 rows and chunk: [m_tile][chunk][r][row][4 bytes], rows past
+// M and elements past K zero.
 void pack_x(const MatmulArgs& a, uint8_t* packed, float* packed_scale) {
-  const bool bf16 = a.w_type == DType::BF16;
-  const int64_t row_bytes = bf16 ? a.K * 2 : a.K;
-  const int64_t block_bytes = bf16 ? kBf16Chunk * 2 : kBlock;
-  const int64_t blocks = (row_bytes + block_bytes - 1) / block_bytes;
-  const int64_t tile_bytes = bf16 ? kXBf16TileBytes : kXTileBytes;
-  const auto* x = bf16 ? reinterpret_cast<const uint8_t*>(a.xb) : reinterpret_cast<const uint8_t*>(a.xq);
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
+  if (a.w_type != DType::BF16) {
+    const int64_t full = a.M / kTile * kTile;
+    std::memset(packed, 0, static_cast<size_t>(kTile * a.K));
+    std::memcpy(packed, a.xq + full * a.K, static_cast<size_t>((a.M - full) * a.K));
+    if (!has_q8_k_sums(a.w_type)) return;
+    const int64_t sub = tile_sub_block(a.w_type);
+    const int64_t subs = a.K / sub;
+    for (int64_t m = 0; m < m_tiles * kTile; ++m) {
+      for (int64_t s = 0; s < subs; ++s) {
+        const int16_t* bsum = a.xq_bsum + m * (a.K / 16) + s * sub / 16;
+        const int32_t sum = m >= a.M ? 0 : sub == 32 ? bsum[0] + bsum[1] : bsum[0];
+        const float scale = m >= a.M ? 0.0f : a.xq_scale[m * (a.K / kQK_K) + s * sub / kQK_K];
+        packed_scale[m * subs + s] = scale * static_cast<float>(sum);
+      }
+    }
+    return;
+  }
+  const int64_t row_bytes = a.K * 2;
+  const int64_t block_bytes = kBf16Chunk * 2;
+  const int64_t blocks = (row_bytes + block_bytes - 1) / block_bytes;
+  const auto* x = reinterpret_cast<const uint8_t*>(a.xb);
   for (int64_t t = 0; t < m_tiles; ++t) {
     for (int64_t b = 0; b < blocks; ++b) {
-      uint8_t* tile = packed + (t * blocks + b) * tile_bytes;
+      uint8_t* tile = packed + (t * blocks + b) * kXBf16TileBytes;
       for (int64_t i = 0; i < kTile; ++i) {
         const int64_t m = t * kTile + i;
         const int64_t begin = b * block_bytes;
@@ -166,37 +172,17 @@ void pack_x(const MatmulArgs& a, uint8_t* packed, float* packed_scale) {
             if (r * 4 < valid) std::memcpy(word, x + m * row_bytes + begin + r * 4, static_cast<size_t>(valid - r * 4));
           }
         }
-        if (bf16) continue;
-        if (has_k_tiles(a.w_type)) {
-          // q8_K: one scale per super-block, and per sub-block the scale times its quant sum
-          // (from the sums of 16).
-          const bool real = m < a.M;  // rows past M: zeros
-          const float scale = real ? a.xq_scale[m * (a.K / kQK_K) + b / 8] : 0.0f;
-          const int16_t* bsum = real ? a.xq_bsum + m * (a.K / 16) + 2 * b : nullptr;
-          packed_scale[(t * blocks + b) * kTile + i] = scale;
-          float* sums = packed_scale + m_tiles * blocks * kTile;
-          if (k_sub_block(a.w_type) == 32) {
-            const int32_t sum = real ? bsum[0] + bsum[1] : 0;
-            sums[(t * blocks + b) * kTile + i] = scale * static_cast<float>(sum);
-          } else {
-            for (int64_t h = 0; h < 2; ++h) {
-              const int32_t sum = real ? bsum[h] : 0;
-              sums[((t * blocks + b) * 2 + h) * kTile + i] = scale * static_cast<float>(sum);
-            }
-          }
-        } else {
-          packed_scale[(t * blocks + b) * kTile + i] = m < a.M ? a.xq_scale[m * blocks + b] : 0.0f;
-        }
       }
     }
   }
+  (void)packed_scale;
 }
 
-// The scales of sixteen weight rows from n0 as f32, [block][16], zero past n_end; and when
-// `copy_rows`, the rows as signed bytes, [16][K], zero past n_end: q4_0's nibbles become q - 8,
-// q8_0's quants are copied.
+// Sixteen q8_0 / q4_0 weight rows from n0 (zero past n_end) as signed bytes, [16][K] (q4_0's
+// nibbles as q - 8), with the scales as f32, [block][16].
 template <DType T>
-void unpack_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, bool copy_rows, int8_t* rows, float* scales) {
+void unpack_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales) {
+  constexpr int64_t kBlock = 32;
   const int64_t blocks = a.K / kBlock;
   constexpr size_t kBlockBytes = T == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
   for (int64_t i = 0; i < kTile; ++i) {
@@ -212,7 +198,6 @@ void unpack_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, bool copy_ro
       uint16_t d;
       std::memcpy(&d, block, 2);
       scales[b * kTile + i] = a.f16_table[d];
-      if (!copy_rows) continue;
       if constexpr (T == DType::Q8_0) {
         std::memcpy(row + b * kBlock, block + 2, kBlock);
       } else {
@@ -265,8 +250,8 @@ void unpack_q6_k_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t*
 }
 
 // Sixteen q4_k / q5_k weight rows from n0 (zero past n_end) as signed bytes, [16][K] (the quants q,
-// 0 to 15 or 31), with per 32-element sub-block b the factors of value = scale * q - min:
-// scales[b][16] = d * sc, mins[b][16] = dmin * m.
+// 0 to 15 or 31), with per 32-element sub-block b the factors of value = scale * q - dmin * m:
+// scales[b][16] = d * sc, mins[b][16] = -dmin * m (block_row_factors' signs).
 template <DType T>
 void unpack_k_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales, float* mins) {
   const int64_t supers = a.K / kQK_K;
@@ -307,7 +292,7 @@ void unpack_k_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* ro
       }
       for (int j = 0; j < 8; ++j) {
         scales[(g * 8 + j) * kTile + i] = a.f16_table[d] * static_cast<float>(sc[j]);
-        mins[(g * 8 + j) * kTile + i] = a.f16_table[dmin] * static_cast<float>(m[j]);
+        mins[(g * 8 + j) * kTile + i] = -(a.f16_table[dmin] * static_cast<float>(m[j]));
       }
     }
   }
@@ -322,98 +307,190 @@ void write_tile(const MatmulArgs& a, int64_t t, int64_t n0, int64_t count, const
   }
 }
 
-// Outputs [n0, n0 + 16) of x's tiles [t_begin, t_end) (rows [n0, n_end) written), from the weights'
-// quants as signed bytes, `rows` (tile-1 rows `stride` bytes apart, sub-blocks of kSub elements
-// `step` bytes apart), against x's packed tiles (pack_x). Per sub-block s, the exact dot products
-// of the quants, then per output acc += f32(dot) * (scales[s] * x scale), and where the type has
-// mins (the k-quants' dmin * m) acc -= mins[s] * (x scale * x's quant sum of the sub-block). Sub-
-// blocks of 16 take the tiles of kK16Tiles: half a block's x tile (its 4 rows of 64 bytes) against
-// 16 bytes of each weight row.
+// Sixteen weight rows as signed bytes, [16][K], to the B tiles of tdpbssd: per 32 elements of K, 8
+// rows of 64 bytes, row r holding bytes 4r..4r+3 of each of the 16 rows in turn (a packed q8_0
+// group's order). A sub-block of 16 is half of one: 4 rows, tile_step 256.
+void rows_to_tiles(const int8_t* rows, int64_t K, uint8_t* tiles) {
+  for (int64_t c = 0; c < K / 32; ++c) {
+    __m256i out[2][8];
+    for (int h = 0; h < 2; ++h) {  // rows 8h..8h+7: an 8 x 8 transpose of 4-byte units
+      __m256i r[8], t[8], u[8];
+      for (int i = 0; i < 8; ++i)
+        r[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rows + (8 * h + i) * K + c * 32));
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+        u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+        u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+        u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+      }
+      for (int i = 0; i < 4; ++i) {
+        out[h][i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+        out[h][i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+      }
+    }
+    for (int i = 0; i < 8; ++i) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(tiles + c * 512 + i * 64), out[0][i]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(tiles + c * 512 + i * 64 + 32), out[1][i]);
+    }
+  }
+}
+
+// One group of 16 weight rows as the tiles take it: per sub-block s the B tile at
+// tiles + s * tile_step, and the rows' factors (block_row_factors) scales[s][16], mins[s][16]
+// (nullptr: none).
+struct WeightTiles {
+  const uint8_t* tiles = nullptr;
+  int64_t tile_step = 0;
+  const float* scales = nullptr;
+  const float* mins = nullptr;
+};
+
+// x's factors for row m and sub-block s: the scale its dot products take, scale[m * scale_row +
+// (s >> scale_shift)] (x's block scale, or q8_K's per 256), and the scaled sum the mins meet,
+// sum[m * sum_row + s].
+struct XFactors {
+  const float* scale = nullptr;
+  int64_t scale_row = 0;
+  int scale_shift = 0;
+  const float* sum = nullptr;
+  int64_t sum_row = 0;
+};
+
+XFactors x_factors(const MatmulArgs& a, int64_t sub) {
+  XFactors x;
+  x.scale = a.xq_scale;
+  if (activation_quant(a.w_type) == ActivationQuant::Q8_K) {
+    x.scale_row = a.K / kQK_K;
+    x.scale_shift = sub == 32 ? 3 : 4;
+    x.sum = a.x_packed_scale;
+    x.sum_row = a.K / sub;
+  } else {
+    x.scale_row = a.K / 32;
+    x.sum = a.xq_sum;  // q8_1: s per block; q8_0: none
+    x.sum_row = a.K / 32;
+  }
+  return x;
+}
+
+// One sub-block's products into sums tile 0 (x in tile 2, weights in 4) or 1 (3, 5): the tile
+// intrinsics take literal tile numbers.
+void multiply_even(const int8_t* x, int64_t x_stride, const uint8_t* weights) {
+  _tile_zero(0);
+  _tile_loadd(2, x, static_cast<long>(x_stride));
+  _tile_loadd(4, weights, 64);
+  _tile_dpbssd(0, 2, 4);
+}
+void multiply_odd(const int8_t* x, int64_t x_stride, const uint8_t* weights) {
+  _tile_zero(1);
+  _tile_loadd(3, x, static_cast<long>(x_stride));
+  _tile_loadd(5, weights, 64);
+  _tile_dpbssd(1, 3, 5);
+}
+
+// acc[i] = fma(f32(sub-block s's sums of x row m0 + i), weight factors * x scale, acc[i]), then
+// with mins acc[i] = fma(weight mins, x's scaled sum, acc[i]).
+template <bool kMins>
+void scale_sums(const XFactors& x, const WeightTiles& w, int64_t m0, int64_t rows, int64_t s,
+                const int32_t (&sums)[kTile][kTile], __m512 (&acc)[kTile]) {
+  const __m512 w_scale = _mm512_loadu_ps(w.scales + s * kTile);
+  [[maybe_unused]] const __m512 w_min = kMins ? _mm512_loadu_ps(w.mins + s * kTile) : _mm512_setzero_ps();
+  const float* x_scale = x.scale + m0 * x.scale_row + (s >> x.scale_shift);
+  [[maybe_unused]] const float* x_sum = kMins ? x.sum + m0 * x.sum_row + s : nullptr;
+  for (int64_t i = 0; i < rows; ++i) {
+    const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(x_scale[i * x.scale_row]));
+    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[i])), scale, acc[i]);
+    if constexpr (kMins) acc[i] = _mm512_fmadd_ps(w_min, _mm512_set1_ps(x_sum[i * x.sum_row]), acc[i]);
+  }
+}
+
+// Outputs [n0, n0 + count) of x's tiles [t0, t1) from one group's weight tiles, sub-block after
+// sub-block, two in flight.
 template <int64_t kSub, bool kMins>
-void tile_column(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t n0, int64_t n_end, const int8_t* rows,
-                 size_t stride, size_t step, const float* scales, const float* mins) {
-  constexpr int64_t kParts = kBlock / kSub;  // sub-blocks per 32-element block of x's tile
-  const int64_t blocks = a.K / kBlock;
-  const int64_t m_tiles = (a.M + kTile - 1) / kTile;
+void group_tiles(const MatmulArgs& a, const XFactors& xf, int64_t t0, int64_t t1, int64_t n0, int64_t count,
+                 const WeightTiles& w) {
+  const int64_t subs = a.K / kSub;
+  const int64_t full_tiles = a.M / kTile;
+  const auto mask = static_cast<__mmask16>((1u << count) - 1);
+  const __m512 bias = a.bias != nullptr ? _mm512_maskz_loadu_ps(mask, a.bias + n0) : _mm512_setzero_ps();
   alignas(64) int32_t sums[kTile][kTile];
-  alignas(64) float out[kTile][kTile];
-  for (int64_t t = t_begin; t < t_end; ++t) {
+  for (int64_t t = t0; t < t1; ++t) {
+    const int8_t* x = t < full_tiles ? a.xq + t * kTile * a.K : reinterpret_cast<const int8_t*>(a.x_packed);
+    const int64_t rows = t < full_tiles ? kTile : a.M - t * kTile;
     __m512 acc[kTile];
     for (__m512& v : acc) v = _mm512_setzero_ps();
-    const uint8_t* x_tiles = a.x_packed + t * blocks * kXTileBytes;
-    const float* x_scales = a.x_packed_scale + t * blocks * kTile;
-    const float* x_sums = kMins ? a.x_packed_scale + m_tiles * blocks * kTile + t * blocks * kParts * kTile : nullptr;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const __m512 x_scale = _mm512_loadu_ps(x_scales + b * kTile);
-      for (int64_t p = 0; p < kParts; ++p) {
-        const int64_t s = b * kParts + p;
-        _tile_zero(0);
-        _tile_loadd(1, rows + s * static_cast<int64_t>(step), static_cast<long>(stride));
-        _tile_loadd(2, x_tiles + b * kXTileBytes + p * (kXTileBytes / kParts), 64);
-        _tile_dpbssd(0, 1, 2);
-        _tile_stored(0, sums, 64);
-        [[maybe_unused]] const __m512 x_sum = kMins ? _mm512_loadu_ps(x_sums + s * kTile) : _mm512_setzero_ps();
-        for (int64_t i = 0; i < kTile; ++i) {
-          const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512(sums[i]));
-          acc[i] = _mm512_fmadd_ps(dot, _mm512_mul_ps(_mm512_set1_ps(scales[s * kTile + i]), x_scale), acc[i]);
-          if constexpr (kMins) acc[i] = _mm512_fnmadd_ps(_mm512_set1_ps(mins[s * kTile + i]), x_sum, acc[i]);
-        }
+    multiply_even(x, a.K, w.tiles);
+    for (int64_t s = 0; s < subs; s += 2) {
+      if (s + 1 < subs) multiply_odd(x + (s + 1) * kSub, a.K, w.tiles + (s + 1) * w.tile_step);
+      _tile_stored(0, sums, 64);
+      scale_sums<kMins>(xf, w, t * kTile, rows, s, sums, acc);
+      if (s + 1 < subs) {
+        if (s + 2 < subs) multiply_even(x + (s + 2) * kSub, a.K, w.tiles + (s + 2) * w.tile_step);
+        _tile_stored(1, sums, 64);
+        scale_sums<kMins>(xf, w, t * kTile, rows, s + 1, sums, acc);
       }
     }
-    for (int64_t i = 0; i < kTile; ++i) _mm512_store_ps(out[i], acc[i]);
-    write_tile(a, t, n0, n_end - n0 < kTile ? n_end - n0 : kTile, out);
+    for (int64_t i = 0; i < rows; ++i) {
+      _mm512_mask_storeu_ps(a.y + (t * kTile + i) * a.y_stride + n0, mask, _mm512_add_ps(acc[i], bias));
+    }
   }
 }
 
-template <DType T>
-void matmul_k_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  constexpr int64_t kSub = k_sub_block(T);
-  configure_tiles(kSub == 16 ? kK16Tiles : kTiles);
-  const int64_t subs = a.K / kSub;
-  auto* rows = static_cast<int8_t*>(scratch(Scratch::WeightRows, static_cast<size_t>(kTile * a.K), false));
-  auto* factors = static_cast<float*>(scratch(Scratch::WeightScales, static_cast<size_t>(2 * subs * kTile) * 4, false));
-  float* scales = factors;
-  float* mins = factors + subs * kTile;
+// The weights of [n_begin, n_end) a group of 16 rows at a time, each group unpacked once
+// (weight_tiles) for all of a group of x's tiles.
+template <int64_t kSub, bool kMins, class Unpack>
+void block_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end, Unpack&& weight_tiles) {
+  configure_tiles(kBlockTiles<kSub>);
+  const XFactors xf = x_factors(a, kSub);
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
-  const int64_t group = tiles_per_group(a.K / kBlock * kXTileBytes);
+  const int64_t group = tiles_per_group(kTile * a.K);
   for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
     const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
     for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
-      if constexpr (T == DType::Q6_K) {
-        unpack_q6_k_weights(a, n0, n_end, rows, scales);
-        tile_column<16, false>(a, t0, t1, n0, n_end, rows, static_cast<size_t>(a.K), 16, scales, nullptr);
-      } else {
-        unpack_k_weights<T>(a, n0, n_end, rows, scales, mins);
-        tile_column<32, true>(a, t0, t1, n0, n_end, rows, static_cast<size_t>(a.K), kBlock, scales, mins);
-      }
-    }
-  }
-  _tile_release();
-}
-
-template <DType T>
-void matmul_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  configure_tiles();
-  auto* rows = static_cast<int8_t*>(scratch(Scratch::WeightRows, static_cast<size_t>(kTile * a.K), false));
-  auto* scales =
-      static_cast<float*>(scratch(Scratch::WeightScales, static_cast<size_t>(a.K / kBlock * kTile) * 4, false));
-  const int64_t m_tiles = (a.M + kTile - 1) / kTile;
-  const int64_t group = tiles_per_group(a.K / kBlock * kXTileBytes);
-  for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
-    const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
-    for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
-      const bool direct = T == DType::Q8_0 && n0 + kTile <= n_end;
-      unpack_weights<T>(a, n0, n_end, !direct, rows, scales);
-      if (direct) {
-        // Whole q8_0 tiles load straight from the weight rows: 32 quants 2 bytes into each block.
-        const auto* first = reinterpret_cast<const int8_t*>(a.w + static_cast<size_t>(n0) * a.w_row_bytes + 2);
-        tile_column<kBlock, false>(a, t0, t1, n0, n_end, first, a.w_row_bytes, sizeof(BlockQ8_0), scales, nullptr);
-      } else {
-        tile_column<kBlock, false>(a, t0, t1, n0, n_end, rows, static_cast<size_t>(a.K), kBlock, scales, nullptr);
-      }
+      const WeightTiles w = weight_tiles(n0);
+      group_tiles<kSub, kMins>(a, xf, t0, t1, n0, n_end - n0 < kTile ? n_end - n0 : kTile, w);
     }
   }
   _tile_release();  // an idle thread with tiles in use would have their 8 KiB saved at every switch
+}
+
+// Weights as stored: each group's rows unpacked to signed bytes and factors, then to B tiles.
+template <DType T>
+void unpacked_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  constexpr int64_t kSub = tile_sub_block(T);
+  constexpr bool kMins =
+      T == DType::Q4_1 || T == DType::Q5_1 || T == DType::Q2_K || T == DType::Q4_K || T == DType::Q5_K;
+  const int64_t subs = a.K / kSub;
+  auto* rows = static_cast<int8_t*>(scratch(Scratch::WeightRows, static_cast<size_t>(kTile * a.K), false));
+  auto* tiles = static_cast<uint8_t*>(scratch(Scratch::WeightTiles, static_cast<size_t>(kTile * a.K), false));
+  auto* factors =
+      static_cast<float*>(scratch(Scratch::WeightFactors, static_cast<size_t>(2 * subs * kTile) * 4, false));
+  float* scales = factors;
+  float* mins = factors + subs * kTile;
+  block_tiles<kSub, kMins>(a, n_begin, n_end, [&](int64_t n0) {
+    if constexpr (T == DType::Q8_0 || T == DType::Q4_0) {
+      unpack_weights<T>(a, n0, n_end, rows, scales);
+    } else if constexpr (T == DType::Q6_K) {
+      unpack_q6_k_weights(a, n0, n_end, rows, scales);
+    } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+      unpack_k_weights<T>(a, n0, n_end, rows, scales, mins);
+    } else {
+      for (int64_t i = 0; i < kTile; ++i) {
+        if (n0 + i < n_end) {
+          block_row_factors(T, a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes, a.K, rows + i * a.K, scales + i,
+                            mins + i, kTile);
+          continue;
+        }
+        std::memset(rows + i * a.K, 0, static_cast<size_t>(a.K));
+        for (int64_t s = 0; s < subs; ++s) scales[s * kTile + i] = mins[s * kTile + i] = 0.0f;
+      }
+    }
+    rows_to_tiles(rows, a.K, tiles);
+    return WeightTiles{tiles, kSub * kTile, scales, kMins ? mins : nullptr};
+  });
 }
 
 // Sixteen bf16 weight rows from n0 as tile 4 (or 7) loads them: straight from the tensor, or, for
@@ -472,7 +549,7 @@ void bf16_tile_rows(const MatmulArgs& a, int64_t t_begin, int64_t t_end, int64_t
 // only its own weight row and x row, in an order that depends only on K: not on M, the tile or
 // the thread.
 void bf16_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  configure_tiles();
+  configure_tiles(kBf16Tiles);
   const int64_t chunks = (a.K + kBf16Chunk - 1) / kBf16Chunk;
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
   const int64_t group = tiles_per_group(chunks * kXBf16TileBytes);
@@ -491,125 +568,85 @@ void bf16_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   _tile_release();
 }
 
-// One block's products into sums tile 0 (x in tile 2, weights in 4) or 1 (3, 5): the tile
-// intrinsics take literal tile numbers.
-void multiply_block_even(const int8_t* x, int64_t x_stride, const uint8_t* units) {
-  _tile_zero(0);
-  _tile_loadd(2, x, static_cast<long>(x_stride));
-  _tile_loadd(4, units, 64);
-  _tile_dpbssd(0, 2, 4);
-}
-void multiply_block_odd(const int8_t* x, int64_t x_stride, const uint8_t* units) {
-  _tile_zero(1);
-  _tile_loadd(3, x, static_cast<long>(x_stride));
-  _tile_loadd(5, units, 64);
-  _tile_dpbssd(1, 3, 5);
-}
-
-// acc[i] += f32(block b's sums of x row t * 16 + i) * (weight scales * that row's x scale).
-void scale_block(const MatmulArgs& a, int64_t t, int64_t rows, int64_t b, __m512 w_scale,
-                 const int32_t (&sums)[kTile][kTile], __m512 (&acc)[kTile]) {
-  const int64_t blocks = a.K / kBlock;
-  for (int64_t i = 0; i < rows; ++i) {
-    const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(a.xq_scale[(t * kTile + i) * blocks + b]));
-    acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[i])), scale, acc[i]);
-  }
-}
-
-// Packed q8_0 / q4_0 weights (packed_weights.h): per block, one tdpbssd takes 16 rows of x (tile
-// 2 or 3: 16 rows of 32 signed bytes, straight from a.xq) against a group's 16 weight rows (tile 4
-// or 5: its 8 units of 64 bytes, straight from the group for q8_0; for q4_0 the nibbles split into
-// q - 8), leaving the exact block dot products in tile 0 or 1; then per output
-// acc = fma(f32(dot), weight scales * x scale, acc): the vector loops' operations in their order
-// (avx512_dot.cpp), so the two agree bit for bit and any M may take either.
+// Packed q8_0 / q4_0 weights (packed_weights.h): a group's quants are its B tiles (q4_0's nibbles
+// split into q - 8 first), its f16 scales widened once per group.
 template <DType T>
 void packed_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  configure_tiles(kPackedTiles);
+  constexpr int64_t kBlock = 32;
   const int64_t blocks = a.K / kBlock;
-  constexpr int64_t kUnits = T == DType::Q8_0 ? 8 : 4;  // 64-byte units of a group's block
   const size_t group_bytes = a.w_row_bytes * kTile;
-  const int64_t m_tiles = (a.M + kTile - 1) / kTile;
-  const int64_t full_tiles = a.M / kTile;
-  // A last partial tile of x rows: copied with zero rows after it.
-  auto* padded =
-      static_cast<int8_t*>(scratch(Scratch::PaddedX, static_cast<size_t>(kTile * a.K), full_tiles < m_tiles));
-  if (full_tiles < m_tiles) {
-    std::memcpy(padded, a.xq + full_tiles * kTile * a.K, static_cast<size_t>((a.M - full_tiles * kTile) * a.K));
-  }
   auto* split = T == DType::Q4_0
-                    ? static_cast<uint8_t*>(scratch(Scratch::WeightRows, static_cast<size_t>(blocks * 512), false))
+                    ? static_cast<uint8_t*>(scratch(Scratch::WeightTiles, static_cast<size_t>(blocks * 512), false))
                     : nullptr;
-  const int64_t group = tiles_per_group(kTile * a.K);
-  alignas(64) int32_t sums[kTile][kTile];
-  for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
-    const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
-    for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
-      const uint8_t* weights = a.w + static_cast<size_t>(n0 / kTile) * group_bytes;
-      const auto* scales = reinterpret_cast<const __m256i*>(weights);
-      const uint8_t* units = weights + blocks * kTile * 2;
-      int64_t unit_step = kUnits * 64;
-      if constexpr (T == DType::Q4_0) {
-        // Unit c's low nibbles are elements 4c.. (tile row c), its high ones 16 + 4c.. (row 4 + c).
-        const __m512i low4 = _mm512_set1_epi8(0x0F);
-        const __m512i eight = _mm512_set1_epi8(8);
-        for (int64_t b = 0; b < blocks; ++b) {
-          for (int64_t c = 0; c < 4; ++c) {
-            const __m512i w = _mm512_loadu_si512(units + (b * 4 + c) * 64);
-            _mm512_storeu_si512(split + b * 512 + c * 64, _mm512_sub_epi8(_mm512_and_si512(w, low4), eight));
-            _mm512_storeu_si512(split + b * 512 + (4 + c) * 64,
-                                _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(w, 4), low4), eight));
-          }
-        }
-        units = split;
-        unit_step = 512;
-      }
-      for (int64_t t = t0; t < t1; ++t) {
-        const int8_t* x = t < full_tiles ? a.xq + t * kTile * a.K : padded;
-        const int64_t rows = t < full_tiles ? kTile : a.M - t * kTile;
-        __m512 acc[kTile];
-        for (__m512& v : acc) v = _mm512_setzero_ps();
-        const auto w_scale = [&](int64_t b) { return _mm512_cvtph_ps(_mm256_loadu_si256(scales + b)); };
-        // Blocks in pairs: block b + 1 is multiplied while block b's sums are scaled.
-        multiply_block_even(x, a.K, units);
-        for (int64_t b = 0; b < blocks; b += 2) {
-          if (b + 1 < blocks) multiply_block_odd(x + (b + 1) * kBlock, a.K, units + (b + 1) * unit_step);
-          _tile_stored(0, sums, 64);
-          scale_block(a, t, rows, b, w_scale(b), sums, acc);
-          if (b + 1 < blocks) {
-            if (b + 2 < blocks) multiply_block_even(x + (b + 2) * kBlock, a.K, units + (b + 2) * unit_step);
-            _tile_stored(1, sums, 64);
-            scale_block(a, t, rows, b + 1, w_scale(b + 1), sums, acc);
-          }
-        }
-        const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0) : _mm512_setzero_ps();
-        for (int64_t i = 0; i < rows; ++i) {
-          _mm512_storeu_ps(a.y + (t * kTile + i) * a.y_stride + n0, _mm512_add_ps(acc[i], bias));
+  auto* scales = static_cast<float*>(scratch(Scratch::WeightFactors, static_cast<size_t>(blocks * kTile) * 4, false));
+  block_tiles<kBlock, false>(a, n_begin, n_end, [&](int64_t n0) {
+    const uint8_t* weights = a.w + static_cast<size_t>(n0 / kTile) * group_bytes;
+    const auto* f16_scales = reinterpret_cast<const __m256i*>(weights);
+    for (int64_t b = 0; b < blocks; ++b)
+      _mm512_storeu_ps(scales + b * kTile, _mm512_cvtph_ps(_mm256_loadu_si256(f16_scales + b)));
+    const uint8_t* units = weights + blocks * kTile * 2;
+    if constexpr (T == DType::Q4_0) {
+      // Unit c's low nibbles are elements 4c.. (tile row c), its high ones 16 + 4c.. (row 4 + c).
+      const __m512i low4 = _mm512_set1_epi8(0x0F);
+      const __m512i eight = _mm512_set1_epi8(8);
+      for (int64_t b = 0; b < blocks; ++b) {
+        for (int64_t c = 0; c < 4; ++c) {
+          const __m512i w = _mm512_loadu_si512(units + (b * 4 + c) * 64);
+          _mm512_storeu_si512(split + b * 512 + c * 64, _mm512_sub_epi8(_mm512_and_si512(w, low4), eight));
+          _mm512_storeu_si512(split + b * 512 + (4 + c) * 64,
+                              _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(w, 4), low4), eight));
         }
       }
+      units = split;
     }
-  }
-  _tile_release();
+    return WeightTiles{units, 512, scales, nullptr};
+  });
 }
 
 // Packed weights: the tiles for calls of more than kMaxVectorRows rows of x, else avx512bf16's
 // vector loops (the same sums in the same order).
 void matmul_packed_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  if (a.call_rows <= kMaxVectorRows) return avx512_bf16_isa()->matmul_packed(a, n_begin, n_end);
+  if (a.call_rows <= kMaxVectorRows || a.x_packed == nullptr)
+    return avx512_bf16_isa()->matmul_packed(a, n_begin, n_end);
   if (a.w_type == DType::Q8_0) return packed_tiles<DType::Q8_0>(a, n_begin, n_end);
   packed_tiles<DType::Q4_0>(a, n_begin, n_end);
 }
 
-// x packed (more than kMaxVectorRows rows of q8_0, q4_0, q4_k, q5_k, q6_k or bf16 weights): the
-// tiles. Otherwise the avx512bf16 level's loops: vpdpbusd for q8_0 / q4_0, vdpbf16ps for bf16 (x
-// already rounded to bf16 here, so the same products as the tiles'), and the rest as avx512vnni.
+// x packed (more than kMaxVectorRows rows, x rounded): the tiles. Otherwise the avx512bf16 level's
+// loops: vpdpbusd for the blocks of 32, vdpbf16ps for bf16 (x already rounded to bf16 here, so the
+// same products as the tiles'), and the rest as avx512vnni.
 void matmul_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  if (a.x_packed != nullptr && a.w_type == DType::BF16) return bf16_tiles(a, n_begin, n_end);
-  if (a.x_packed != nullptr && a.w_type == DType::Q8_0) return matmul_tiles<DType::Q8_0>(a, n_begin, n_end);
-  if (a.x_packed != nullptr && a.w_type == DType::Q4_0) return matmul_tiles<DType::Q4_0>(a, n_begin, n_end);
-  if (a.x_packed != nullptr && a.w_type == DType::Q4_K) return matmul_k_tiles<DType::Q4_K>(a, n_begin, n_end);
-  if (a.x_packed != nullptr && a.w_type == DType::Q5_K) return matmul_k_tiles<DType::Q5_K>(a, n_begin, n_end);
-  if (a.x_packed != nullptr && a.w_type == DType::Q6_K) return matmul_k_tiles<DType::Q6_K>(a, n_begin, n_end);
-  avx512_bf16_isa()->matmul(a, n_begin, n_end);
+  if (a.x_packed == nullptr) return avx512_bf16_isa()->matmul(a, n_begin, n_end);
+  switch (a.w_type) {
+    case DType::BF16:
+      return bf16_tiles(a, n_begin, n_end);
+    case DType::Q8_0:
+      return unpacked_tiles<DType::Q8_0>(a, n_begin, n_end);
+    case DType::Q4_0:
+      return unpacked_tiles<DType::Q4_0>(a, n_begin, n_end);
+    case DType::Q4_1:
+      return unpacked_tiles<DType::Q4_1>(a, n_begin, n_end);
+    case DType::Q5_0:
+      return unpacked_tiles<DType::Q5_0>(a, n_begin, n_end);
+    case DType::Q5_1:
+      return unpacked_tiles<DType::Q5_1>(a, n_begin, n_end);
+    case DType::IQ4_NL:
+      return unpacked_tiles<DType::IQ4_NL>(a, n_begin, n_end);
+    case DType::Q2_K:
+      return unpacked_tiles<DType::Q2_K>(a, n_begin, n_end);
+    case DType::Q3_K:
+      return unpacked_tiles<DType::Q3_K>(a, n_begin, n_end);
+    case DType::Q4_K:
+      return unpacked_tiles<DType::Q4_K>(a, n_begin, n_end);
+    case DType::Q5_K:
+      return unpacked_tiles<DType::Q5_K>(a, n_begin, n_end);
+    case DType::Q6_K:
+      return unpacked_tiles<DType::Q6_K>(a, n_begin, n_end);
+    case DType::IQ4_XS:
+      return unpacked_tiles<DType::IQ4_XS>(a, n_begin, n_end);
+    default:
+      return avx512_bf16_isa()->matmul(a, n_begin, n_end);
+  }
 }
 
 }  // namespace
