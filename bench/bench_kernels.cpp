@@ -332,6 +332,18 @@ BENCHMARK(BM_Prefill)
     ->ArgNames({"dtype", "M", "threads"})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
+// The other block types at prompt 512, one thread: --benchmark_filter=PrefillBlocks
+BENCHMARK(BM_Prefill)
+    ->Name("BM_PrefillBlocks")
+    ->ArgsProduct({{static_cast<int64_t>(DType::Q4_1), static_cast<int64_t>(DType::Q5_0),
+                    static_cast<int64_t>(DType::Q5_1), static_cast<int64_t>(DType::IQ4_NL),
+                    static_cast<int64_t>(DType::Q2_K), static_cast<int64_t>(DType::Q3_K),
+                    static_cast<int64_t>(DType::Q5_K), static_cast<int64_t>(DType::IQ4_XS)},
+                   {512},
+                   {1}})
+    ->ArgNames({"dtype", "M", "threads"})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 // The same from one row to 4096 (the blocking must hold its speed across batch sizes), one thread:
 // --benchmark_filter=PrefillRows
 BENCHMARK(BM_Prefill)

@@ -520,15 +520,17 @@ std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_vie
     case DType::Q4_0:
       if (level->amx) return PeakInstruction::AmxInt8;
       return level->vnni ? PeakInstruction::Vnni : PeakInstruction::Int16Madd;
-    case DType::Q4_K:
-    case DType::Q5_K:
-    case DType::Q6_K:
-      // amx: tdpbssd on the sub-blocks' quants (amx.cpp matmul_k_tiles); vpmaddubsw below.
-      return level->amx ? PeakInstruction::AmxInt8 : PeakInstruction::Int8Maddubs;
     default:
-      // The other block types: vpmaddubsw on their unpacked bytes at every level (simd_blocks.h).
-      if (cpu::is_block_type(w_type)) return PeakInstruction::Int8Maddubs;
-      break;
+      if (!cpu::is_block_type(w_type)) break;
+      // amx: tdpbssd on every block type's unpacked quants (amx.cpp). Below it, the VNNI levels
+      // take the blocks of 32 and iq4_xs's chunks by vpdpbusd (avx512_dot.cpp), the k-quants by
+      // vpmaddubsw (simd_blocks.h), as every level without VNNI takes them all.
+      if (level->amx) return PeakInstruction::AmxInt8;
+      if (level->vnni && (w_type == DType::Q4_1 || w_type == DType::Q5_0 || w_type == DType::Q5_1 ||
+                          w_type == DType::IQ4_NL || w_type == DType::IQ4_XS)) {
+        return PeakInstruction::Vnni;
+      }
+      return PeakInstruction::Int8Maddubs;
   }
   return std::nullopt;
 }

@@ -59,8 +59,18 @@ enum class Scratch { WeightRows, WeightTiles, WeightFactors, PaddedFirst, Padded
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,amx-tile,amx-int8,amx-bf16")
 #endif
 
+#include "backends/cpu/kernels/cpu/simd_block_decode.h"  // templates only: its headers are included above
+
 namespace ferry::kernels::cpu {
 namespace {
+
+// The instantiation tag of simd_blocks.h's helpers in this file.
+struct AmxTraits {};
+
+// The block types of 32 elements (the rest of quant_blocks.h's are super-blocks of 256).
+constexpr bool is_block32(DType t) {
+  return t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::IQ4_NL;
+}
 
 // Matmul calls of up to this many rows of x (decode, and the few rows of a speculative step) go
 // through the vector loops instead: a 16-row tile would be mostly padding, and packing x costs more than the
@@ -298,6 +308,85 @@ void unpack_k_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* ro
   }
 }
 
+// Sixteen rows from n0 (zero past n_end) of a type without an unpacker above (q4_1, q5_0, q5_1,
+// iq4_nl, q2_k, q3_k, iq4_xs): the quants as block_row_factors gives them, decoded 32 at a time
+// in vectors, [16][K], and its factors, scales[s][16] and mins[s][16].
+template <DType T>
+void unpack_block_rows(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales, float* mins) {
+  using S = AmxTraits;
+  constexpr int64_t kSub = tile_sub_block(T);
+  const int64_t subs = a.K / kSub;
+  const DTypeTraits& traits = dtype_traits(T);
+  const auto f16 = [&](const uint8_t* p) { return a.f16_table[blocks::u16_at<S>(p)]; };
+  const auto store = [](int8_t* at, __m256i q) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), q); };
+  for (int64_t i = 0; i < kTile; ++i) {
+    int8_t* row = rows + i * a.K;
+    if (n0 + i >= n_end) {
+      std::memset(row, 0, static_cast<size_t>(a.K));
+      for (int64_t s = 0; s < subs; ++s) scales[s * kTile + i] = mins[s * kTile + i] = 0.0f;
+      continue;
+    }
+    const uint8_t* w = a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes;
+    for (int64_t b = 0; b < a.K / traits.block_size; ++b) {
+      const uint8_t* block = w + static_cast<size_t>(b) * traits.block_bytes;
+      if constexpr (is_block32(T)) {
+        __m256i q;
+        if constexpr (T == DType::Q4_1) q = blocks::nibbles<S>(block + 4);
+        if constexpr (T == DType::Q5_0) {
+          q = _mm256_or_si256(blocks::nibbles<S>(block + 6), blocks::fifth_bits<S>(blocks::u32_at<S>(block + 2)));
+          q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+        }
+        if constexpr (T == DType::Q5_1) {
+          q = _mm256_or_si256(blocks::nibbles<S>(block + 8), blocks::fifth_bits<S>(blocks::u32_at<S>(block + 4)));
+        }
+        if constexpr (T == DType::IQ4_NL) q = blocks::iq4_values<S>(blocks::nibbles<S>(block + 2));
+        store(row + b * 32, q);
+        scales[b * kTile + i] = f16(block);
+        mins[b * kTile + i] = T == DType::Q4_1 || T == DType::Q5_1 ? f16(block + 2) : 0.0f;
+      } else if constexpr (T == DType::IQ4_XS) {
+        const float d = f16(block);
+        const uint16_t high = blocks::u16_at<S>(block + 2);
+        for (int j = 0; j < 8; ++j) {
+          store(row + b * kQK_K + 32 * j, blocks::iq4_values<S>(blocks::nibbles<S>(block + 8 + 16 * j)));
+          const int ls = ((block[4 + j / 2] >> (4 * (j % 2))) & 15) | (((high >> (2 * j)) & 3) << 4);
+          scales[(b * 8 + j) * kTile + i] = d * static_cast<float>(ls - 32);
+          mins[(b * 8 + j) * kTile + i] = 0.0f;
+        }
+      } else {  // q2_k, q3_k: element 128 h + 32 c + l in bits 2c, 2c + 1 of qs[32 h + l]
+        const uint8_t* qs = block + (T == DType::Q2_K ? 16 : 32);
+        [[maybe_unused]] const __m256i hmask = blocks::load32<S>(block);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i plane = blocks::load32<S>(qs + 32 * h);
+          for (int c = 0; c < 4; ++c) {
+            __m256i q = _mm256_and_si256(_mm256_srl_epi16(plane, _mm_cvtsi32_si128(2 * c)), _mm256_set1_epi8(3));
+            if constexpr (T == DType::Q3_K) {  // the high bit, bit 4h + c of hmask[l], clear means - 4
+              const __m256i bit =
+                  _mm256_and_si256(_mm256_srl_epi16(hmask, _mm_cvtsi32_si128(4 * h + c)), _mm256_set1_epi8(1));
+              q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_slli_epi16(bit, 2)), _mm256_set1_epi8(4));
+            }
+            store(row + b * kQK_K + 128 * h + 32 * c, q);
+          }
+        }
+        if constexpr (T == DType::Q2_K) {
+          const float d = f16(block + 80), dmin = f16(block + 82);
+          for (int s = 0; s < 16; ++s) {
+            scales[(b * 16 + s) * kTile + i] = d * static_cast<float>(block[s] & 15);
+            mins[(b * 16 + s) * kTile + i] = -(dmin * static_cast<float>(block[s] >> 4));
+          }
+        } else {
+          uint8_t sc[16];
+          unpack_scales_q3_k(block + 96, sc);
+          const float d = f16(block + 108);
+          for (int s = 0; s < 16; ++s) {
+            scales[(b * 16 + s) * kTile + i] = d * static_cast<float>(sc[s] - 32);
+            mins[(b * 16 + s) * kTile + i] = 0.0f;
+          }
+        }
+      }
+    }
+  }
+}
+
 // y for x tile t and weight rows [n0, n0 + count), from the tile of results out[weight row][x row].
 void write_tile(const MatmulArgs& a, int64_t t, int64_t n0, int64_t count, const float (&out)[kTile][kTile]) {
   const int64_t m_count = a.M - t * kTile < kTile ? a.M - t * kTile : kTile;
@@ -478,15 +567,7 @@ void unpacked_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
     } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
       unpack_k_weights<T>(a, n0, n_end, rows, scales, mins);
     } else {
-      for (int64_t i = 0; i < kTile; ++i) {
-        if (n0 + i < n_end) {
-          block_row_factors(T, a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes, a.K, rows + i * a.K, scales + i,
-                            mins + i, kTile);
-          continue;
-        }
-        std::memset(rows + i * a.K, 0, static_cast<size_t>(a.K));
-        for (int64_t s = 0; s < subs; ++s) scales[s * kTile + i] = mins[s * kTile + i] = 0.0f;
-      }
+      unpack_block_rows<T>(a, n0, n_end, rows, scales, mins);
     }
     rows_to_tiles(rows, a.K, tiles);
     return WeightTiles{tiles, kSub * kTile, scales, kMins ? mins : nullptr};
