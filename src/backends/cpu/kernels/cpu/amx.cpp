@@ -126,38 +126,75 @@ bool has_q8_k_sums(DType t) {
   return t == DType::Q2_K || t == DType::Q4_K || t == DType::Q5_K;
 }
 
+// The bytes from one row of x's quants to the next in the tiles' copy: a tile's 16 rows K = 4096
+// bytes apart would all fall in one set of L1 and evict each other; a cache line more spreads them.
+int64_t x_row_bytes(int64_t K) {
+  return (K + 63) / 64 * 64 + 64;
+}
+
+// x's factors per row in the tiles' copy (pack_x): its scales (q8_0 / q8_1: per 32; q8_K: per
+// 256), then the sums the weights' mins meet (q8_1's s per 32; q8_K's scale times the quant sum per
+// sub-block, for has_q8_k_sums; else none).
+struct XFactorRows {
+  int64_t scales = 0;
+  int64_t sums = 0;
+};
+XFactorRows x_factor_rows(const MatmulArgs& a) {
+  switch (activation_quant(a.w_type)) {
+    case ActivationQuant::Q8_K:
+      return {a.K / kQK_K, has_q8_k_sums(a.w_type) ? a.K / tile_sub_block(a.w_type) : 0};
+    case ActivationQuant::Q8_1:
+      return {a.K / 32, a.K / 32};
+    default:
+      return {a.K / 32, 0};
+  }
+}
+
 void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
   *bytes = 0;
   *scales = 0;
   if (a.call_rows <= kMaxVectorRows) return;  // decode: the avx512bf16 loops, on x unpacked
-  if (has_tiles(a.w_type)) {                  // the last tile of x's rows, zero past M; the sums for q8_K's mins
-    *bytes = static_cast<size_t>(kTile * a.K);
-    if (has_q8_k_sums(a.w_type)) *scales = static_cast<size_t>(m_tiles * kTile * (a.K / tile_sub_block(a.w_type)));
+  if (has_tiles(a.w_type)) {                  // x's rows x_row_bytes apart, zero past M; the sums for q8_K's mins
+    *bytes = static_cast<size_t>(m_tiles * kTile * x_row_bytes(a.K));
+    const XFactorRows rows = x_factor_rows(a);
+    *scales = static_cast<size_t>(m_tiles * kTile * (rows.scales + rows.sums));
   } else if (a.w_type == DType::BF16) {
     *bytes = static_cast<size_t>(m_tiles * ((a.K + kBf16Chunk - 1) / kBf16Chunk) * kXBf16TileBytes);
   }
 }
 
-// Block types: the last tile's rows of x's quants (those of rows from M rounded down to 16, zero
-// rows after M), so every tile 2 / 3 loads 16 rows; and for has_q8_k_sums the scaled sums.
+// Block types: x's quants, rows x_row_bytes(K) apart and zero rows from M to a whole tile, so every
+// tile 2 / 3 loads 16 rows; and for has_q8_k_sums the scaled sums.
 // bf16: x as tile 5 wants it, per 16 rows and chunk: [m_tile][chunk][r][row][4 bytes], rows past
 // M and elements past K zero.
 void pack_x(const MatmulArgs& a, uint8_t* packed, float* packed_scale) {
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
   if (a.w_type != DType::BF16) {
-    const int64_t full = a.M / kTile * kTile;
-    std::memset(packed, 0, static_cast<size_t>(kTile * a.K));
-    std::memcpy(packed, a.xq + full * a.K, static_cast<size_t>((a.M - full) * a.K));
-    if (!has_q8_k_sums(a.w_type)) return;
-    const int64_t sub = tile_sub_block(a.w_type);
-    const int64_t subs = a.K / sub;
+    const int64_t stride = x_row_bytes(a.K);
     for (int64_t m = 0; m < m_tiles * kTile; ++m) {
-      for (int64_t s = 0; s < subs; ++s) {
-        const int16_t* bsum = a.xq_bsum + m * (a.K / 16) + s * sub / 16;
-        const int32_t sum = m >= a.M ? 0 : sub == 32 ? bsum[0] + bsum[1] : bsum[0];
-        const float scale = m >= a.M ? 0.0f : a.xq_scale[m * (a.K / kQK_K) + s * sub / kQK_K];
-        packed_scale[m * subs + s] = scale * static_cast<float>(sum);
+      const int64_t copied = m < a.M ? a.K : 0;
+      if (copied > 0) std::memcpy(packed + m * stride, a.xq + m * a.K, static_cast<size_t>(copied));
+      std::memset(packed + m * stride + copied, 0, static_cast<size_t>(stride - copied));
+    }
+    // The factors, rows past M zero, so a tile's loop takes all 16 rows (its accumulators stay in
+    // registers) and writes only the real ones.
+    const XFactorRows rows = x_factor_rows(a);
+    const int64_t padded = m_tiles * kTile;
+    float* scales = packed_scale;
+    float* sums = packed_scale + padded * rows.scales;
+    std::memset(packed_scale, 0, static_cast<size_t>(padded * (rows.scales + rows.sums)) * 4);
+    std::memcpy(scales, a.xq_scale, static_cast<size_t>(a.M * rows.scales) * 4);
+    if (activation_quant(a.w_type) == ActivationQuant::Q8_1) {
+      std::memcpy(sums, a.xq_sum, static_cast<size_t>(a.M * rows.sums) * 4);
+    } else if (rows.sums > 0) {  // q8_K: scale * the sub-block's quant sum, from the sums of 16
+      const int64_t sub = tile_sub_block(a.w_type);
+      for (int64_t m = 0; m < a.M; ++m) {
+        for (int64_t s = 0; s < rows.sums; ++s) {
+          const int16_t* bsum = a.xq_bsum + m * (a.K / 16) + s * sub / 16;
+          const int32_t sum = sub == 32 ? bsum[0] + bsum[1] : bsum[0];
+          sums[m * rows.sums + s] = a.xq_scale[m * rows.scales + s * sub / kQK_K] * static_cast<float>(sum);
+        }
       }
     }
     return;
@@ -261,7 +298,7 @@ void unpack_q6_k_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t*
 
 // Sixteen q4_k / q5_k weight rows from n0 (zero past n_end) as signed bytes, [16][K] (the quants q,
 // 0 to 15 or 31), with per 32-element sub-block b the factors of value = scale * q - dmin * m:
-// scales[b][16] = d * sc, mins[b][16] = -dmin * m (block_row_factors' signs).
+// scales[b][16] = d * sc, mins[b][16] = -dmin * m (WeightTiles' signs).
 template <DType T>
 void unpack_k_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales, float* mins) {
   const int64_t supers = a.K / kQK_K;
@@ -309,8 +346,9 @@ void unpack_k_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* ro
 }
 
 // Sixteen rows from n0 (zero past n_end) of a type without an unpacker above (q4_1, q5_0, q5_1,
-// iq4_nl, q2_k, q3_k, iq4_xs): the quants as block_row_factors gives them, decoded 32 at a time
-// in vectors, [16][K], and its factors, scales[s][16] and mins[s][16].
+// iq4_nl, q2_k, q3_k, iq4_xs): the integers each element's value multiplies (quant_blocks.cpp's
+// block32_quants / super_block_quants), decoded 32 at a time in vectors, [16][K], and the factors,
+// scales[s][16] and mins[s][16] (WeightTiles).
 template <DType T>
 void unpack_block_rows(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales, float* mins) {
   using S = AmxTraits;
@@ -428,9 +466,11 @@ void rows_to_tiles(const int8_t* rows, int64_t K, uint8_t* tiles) {
   }
 }
 
-// One group of 16 weight rows as the tiles take it: per sub-block s the B tile at
-// tiles + s * tile_step, and the rows' factors (block_row_factors) scales[s][16], mins[s][16]
-// (nullptr: none).
+// One group of 16 weight rows as the tiles take it: per sub-block s the B tile at tiles + s *
+// tile_step, and the rows' factors, [s][16]: the dot product of a weight row with x's quants is
+// the sum over s of scales[s] * x's scale * dot_s + mins[s] * x's scaled sum of sub-block s (q8_1's
+// s, or q8_K's scale times the sub-block's quant sum): q4_1 / q5_1's m, the k-quants' -dmin * m.
+// mins nullptr: a type without.
 struct WeightTiles {
   const uint8_t* tiles = nullptr;
   int64_t tile_step = 0;
@@ -450,18 +490,13 @@ struct XFactors {
 };
 
 XFactors x_factors(const MatmulArgs& a, int64_t sub) {
+  const XFactorRows rows = x_factor_rows(a);
   XFactors x;
-  x.scale = a.xq_scale;
-  if (activation_quant(a.w_type) == ActivationQuant::Q8_K) {
-    x.scale_row = a.K / kQK_K;
-    x.scale_shift = sub == 32 ? 3 : 4;
-    x.sum = a.x_packed_scale;
-    x.sum_row = a.K / sub;
-  } else {
-    x.scale_row = a.K / 32;
-    x.sum = a.xq_sum;  // q8_1: s per block; q8_0: none
-    x.sum_row = a.K / 32;
-  }
+  x.scale = a.x_packed_scale;
+  x.scale_row = rows.scales;
+  x.scale_shift = activation_quant(a.w_type) == ActivationQuant::Q8_K ? (sub == 32 ? 3 : 4) : 0;
+  x.sum = a.x_packed_scale + (a.M + kTile - 1) / kTile * kTile * rows.scales;
+  x.sum_row = rows.sums;
   return x;
 }
 
@@ -483,13 +518,14 @@ void multiply_odd(const int8_t* x, int64_t x_stride, const uint8_t* weights) {
 // acc[i] = fma(f32(sub-block s's sums of x row m0 + i), weight factors * x scale, acc[i]), then
 // with mins acc[i] = fma(weight mins, x's scaled sum, acc[i]).
 template <bool kMins>
-void scale_sums(const XFactors& x, const WeightTiles& w, int64_t m0, int64_t rows, int64_t s,
-                const int32_t (&sums)[kTile][kTile], __m512 (&acc)[kTile]) {
+void scale_sums(const XFactors& x, const WeightTiles& w, int64_t m0, int64_t s, const int32_t (&sums)[kTile][kTile],
+                __m512 (&acc)[kTile]) {
   const __m512 w_scale = _mm512_loadu_ps(w.scales + s * kTile);
   [[maybe_unused]] const __m512 w_min = kMins ? _mm512_loadu_ps(w.mins + s * kTile) : _mm512_setzero_ps();
   const float* x_scale = x.scale + m0 * x.scale_row + (s >> x.scale_shift);
   [[maybe_unused]] const float* x_sum = kMins ? x.sum + m0 * x.sum_row + s : nullptr;
-  for (int64_t i = 0; i < rows; ++i) {
+#pragma GCC unroll 16
+  for (int64_t i = 0; i < kTile; ++i) {
     const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(x_scale[i * x.scale_row]));
     acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(sums[i])), scale, acc[i]);
     if constexpr (kMins) acc[i] = _mm512_fmadd_ps(w_min, _mm512_set1_ps(x_sum[i * x.sum_row]), acc[i]);
@@ -503,27 +539,30 @@ void group_tiles(const MatmulArgs& a, const XFactors& xf, int64_t t0, int64_t t1
                  const WeightTiles& w) {
   const int64_t subs = a.K / kSub;
   const int64_t full_tiles = a.M / kTile;
+  const int64_t x_stride = x_row_bytes(a.K);
   const auto mask = static_cast<__mmask16>((1u << count) - 1);
   const __m512 bias = a.bias != nullptr ? _mm512_maskz_loadu_ps(mask, a.bias + n0) : _mm512_setzero_ps();
   alignas(64) int32_t sums[kTile][kTile];
   for (int64_t t = t0; t < t1; ++t) {
-    const int8_t* x = t < full_tiles ? a.xq + t * kTile * a.K : reinterpret_cast<const int8_t*>(a.x_packed);
+    const int8_t* x = reinterpret_cast<const int8_t*>(a.x_packed) + t * kTile * x_stride;
     const int64_t rows = t < full_tiles ? kTile : a.M - t * kTile;
     __m512 acc[kTile];
     for (__m512& v : acc) v = _mm512_setzero_ps();
-    multiply_even(x, a.K, w.tiles);
+    multiply_even(x, x_stride, w.tiles);
     for (int64_t s = 0; s < subs; s += 2) {
-      if (s + 1 < subs) multiply_odd(x + (s + 1) * kSub, a.K, w.tiles + (s + 1) * w.tile_step);
+      if (s + 1 < subs) multiply_odd(x + (s + 1) * kSub, x_stride, w.tiles + (s + 1) * w.tile_step);
       _tile_stored(0, sums, 64);
-      scale_sums<kMins>(xf, w, t * kTile, rows, s, sums, acc);
+      scale_sums<kMins>(xf, w, t * kTile, s, sums, acc);
       if (s + 1 < subs) {
-        if (s + 2 < subs) multiply_even(x + (s + 2) * kSub, a.K, w.tiles + (s + 2) * w.tile_step);
+        if (s + 2 < subs) multiply_even(x + (s + 2) * kSub, x_stride, w.tiles + (s + 2) * w.tile_step);
         _tile_stored(1, sums, 64);
-        scale_sums<kMins>(xf, w, t * kTile, rows, s + 1, sums, acc);
+        scale_sums<kMins>(xf, w, t * kTile, s + 1, sums, acc);
       }
     }
-    for (int64_t i = 0; i < rows; ++i) {
-      _mm512_mask_storeu_ps(a.y + (t * kTile + i) * a.y_stride + n0, mask, _mm512_add_ps(acc[i], bias));
+    // Constant indices (unrolled, the rows past M skipped), so acc stays in registers.
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < kTile; ++i) {
+      if (i < rows) _mm512_mask_storeu_ps(a.y + (t * kTile + i) * a.y_stride + n0, mask, _mm512_add_ps(acc[i], bias));
     }
   }
 }

@@ -300,34 +300,6 @@ void quantize_row_q8_K_split(const float* x, int64_t n, int8_t* q, float* scale,
   }
 }
 
-void block_row_factors(DType type, const uint8_t* w, int64_t K, int8_t* q, float* scale, float* min, int64_t stride) {
-  const DTypeTraits& t = dtype_traits(type);
-  if (t.block_size == 32) {
-    const bool has_min = type == DType::Q4_1 || type == DType::Q5_1;
-    for (int64_t b = 0; b < K / 32; ++b) {
-      const uint8_t* block = w + static_cast<size_t>(b) * t.block_bytes;
-      int32_t quants[32];
-      block32_quants(type, block, quants);
-      for (int j = 0; j < 32; ++j) q[b * 32 + j] = static_cast<int8_t>(quants[j]);
-      scale[b * stride] = half_at(block);
-      min[b * stride] = has_min ? half_at(block + 2) : 0.0f;
-    }
-    return;
-  }
-  const int64_t sub = tile_sub_block(type);
-  for (int64_t b = 0; b < K / kQK_K; ++b) {
-    int32_t quants[256], sc[16], m[16];
-    float d = 0.0f, dmin = 0.0f;
-    super_block_quants(type, w + static_cast<size_t>(b) * t.block_bytes, quants, sc, m, &d, &dmin);
-    for (int e = 0; e < 256; ++e) q[b * kQK_K + e] = static_cast<int8_t>(quants[e]);
-    for (int64_t s = 0; s < kQK_K / sub; ++s) {  // the 16-element factors repeat within a 32
-      const int64_t at = (b * (kQK_K / sub) + s) * stride;
-      scale[at] = d * static_cast<float>(sc[s * sub / 16]);
-      min[at] = -(dmin * static_cast<float>(m[s * sub / 16]));
-    }
-  }
-}
-
 float dot_row_blocks_scalar(DType type, const uint8_t* w, const RoundedRow& x, int64_t K) {
   const DTypeTraits& t = dtype_traits(type);
   float acc = 0.0f;

@@ -48,14 +48,8 @@ struct RoundedRow {
 // integer sums, combined as llama.cpp combines them (the scalar ISA's kernel).
 float dot_row_blocks_scalar(DType type, const uint8_t* w, const RoundedRow& x, int64_t K);
 
-// One row of K weights of a block type as the integers a tile multiplies x's quants by: q[K] as
-// int8 (block32_quants / super_block_quants' q), and per sub-block s of `sub` elements (32, or 16
-// for q2_k, q3_k and q6_k: tile_sub_block) the factors of its exact dot product with x's quants:
-// dot(w, x) = sum_s scale[s] * x's scale * dot_s + min[s] * x's scaled sum of sub-block s (q8_1's s,
-// or q8_K's scale times the sub-block's quant sum); min 0 where the type has none. scale[s] and
-// min[s] are written `stride` floats apart.
-void block_row_factors(DType type, const uint8_t* w, int64_t K, int8_t* q, float* scale, float* min, int64_t stride);
-// The sub-block of block_row_factors: 16 for q2_k, q3_k and q6_k, else 32.
+// The sub-block the AMX tiles multiply a block type in (amx.cpp), the elements that share one
+// scale: 16 for q2_k, q3_k and q6_k, else 32.
 constexpr int64_t tile_sub_block(DType type) {
   return type == DType::Q2_K || type == DType::Q3_K || type == DType::Q6_K ? 16 : 32;
 }
