@@ -3,14 +3,16 @@
 // q8_K), and bf16 weights against x rounded to bf16, multiplied in Intel AMX tiles (Sapphire
 // Rapids and later) wherever x has more than a few rows.
 //
-// Block types: per sub-block of 32 (or 16: q2_k, q3_k, q6_k) along K, one tdpbssd takes 16 rows of
-// x (tile 2 or 3: x's quants, straight from a.xq) against 16 weight rows (tile 4 or 5: their
-// quants as signed bytes in the order tdpbssd wants B, 4 bytes of each row per 64: a packed q8_0
-// group as stored, every other type unpacked per call, weight_tiles) and leaves the exact
-// sub-block dot products in tile 0 or 1. Two sub-blocks are in flight: the tiles multiply one
-// while the vector unit scales the other's sums, per output acc = fma(f32(dot), weight factor *
-// x scale, acc), and for the types with mins acc = fma(weight min, x's scaled sum, acc), sub-block
-// after sub-block. So every output is the same sequence of f32 operations whatever the tile it
+// Block types, x's quants copied per call with rows a cache line apart (pack_x). Blocks of 32
+// (and q4_k, q5_k, iq4_xs in chunks of 32, super_as_chunks): per block one tdpbssd takes 16 rows of
+// x (tile 2 or 3) against 16 weight rows (tile 4 or 5: their quants as signed bytes in the order
+// tdpbssd wants B, 4 bytes of each row per 64: a packed q8_0 group as stored, every other type
+// unpacked once per call and group) and leaves the exact block dot products in tile 0 or 1. Two
+// blocks are in flight: the tiles multiply one while the vector unit scales the other's sums, per
+// output acc = fma(f32(dot), weight factor * x scale, acc), and for the types with mins
+// acc = fma(weight min, x's scaled sum, acc), block after block. q2_k, q3_k and q6_k go per
+// super-block of 256 instead, their sub-blocks' scales inside the tiles' integer sums (planes,
+// below). Either way every output is the same sequence of f32 operations whatever the tile it
 // sits in or the thread, and for packed q8_0 / q4_0 the vector loops' sequence (avx512_dot.cpp).
 // Up to kMaxVectorRows rows of x (decode) take the vector loops of avx512bf16 instead; for the
 // weights not packed, the same exact products summed in another order: on this level a row's
@@ -67,17 +69,13 @@ namespace {
 // The instantiation tag of simd_blocks.h's helpers in this file.
 struct AmxTraits {};
 
-// The block types of 32 elements (the rest of quant_blocks.h's are super-blocks of 256).
-constexpr bool is_block32(DType t) {
-  return t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::IQ4_NL;
-}
-
 // Matmul calls of up to this many rows of x (decode, and the few rows of a speculative step) go
 // through the vector loops instead: a 16-row tile would be mostly padding, and packing x costs more than the
 // tiles save (decode measured 25-45% slower through them). The results differ from the tiles' only
 // in the order of the f32 sums.
 constexpr int64_t kMaxVectorRows = 4;
-constexpr int64_t kTile = 16;  // rows of a tile, and int32 columns of the sums' tile
+constexpr int64_t kTile = 16;   // rows of a tile, and int32 columns of the sums' tile
+constexpr int64_t kBlock = 32;  // a block of 32's elements: the K of one of its tdpbssd
 
 constexpr int64_t kBf16Chunk = 32;         // bf16 elements of K per tdpbf16ps
 constexpr int64_t kXBf16TileBytes = 1024;  // one chunk of 16 x rows in pairs: 16 rows of 64 bytes
@@ -97,16 +95,10 @@ void configure_tiles(const AmxTileConfig& config) {
   if (std::memcmp(&current, &config, sizeof(AmxTileConfig)) != 0) _tile_loadconfig(&config);
 }
 
-// Block types, sub-blocks of kSub (32 or 16) elements: tiles 0 and 1 the int32 sums (16 x 16),
-// 2 and 3 x (16 rows x kSub bytes), 4 and 5 the weights (kSub / 4 rows of 64 bytes).
-template <int64_t kSub>
-constexpr AmxTileConfig kBlockTiles = AmxTileConfig{}
-                                          .tile(0, 16, 64)
-                                          .tile(1, 16, 64)
-                                          .tile(2, 16, kSub)
-                                          .tile(3, 16, kSub)
-                                          .tile(4, kSub / 4, 64)
-                                          .tile(5, kSub / 4, 64);
+// Blocks of 32: tiles 0 and 1 the int32 sums (16 x 16), 2 and 3 x (16 rows x 32 bytes), 4 and 5
+// the weights (8 rows of 64 bytes).
+constexpr AmxTileConfig kBlockTiles =
+    AmxTileConfig{}.tile(0, 16, 64).tile(1, 16, 64).tile(2, 16, 32).tile(3, 16, 32).tile(4, 8, 64).tile(5, 8, 64);
 
 // x's tiles go in groups of about kGroupBytes, which stay in L2 while every weight tile of the
 // thread's range passes them (all of a long prompt's would not fit, and come from L3 each time).
@@ -115,15 +107,18 @@ int64_t tiles_per_group(int64_t tile_bytes) {
   return kGroupBytes / tile_bytes > 0 ? kGroupBytes / tile_bytes : 1;
 }
 
+// The super-block types the tiles take in chunks of 32 as the blocks of 32 (a tdpbssd and a scaling
+// of its sums per chunk), not in planes per super-block (super_tiles): those whose sc * q takes
+// two planes and whose sub-blocks are 32 long. Measured at K = 4096, 512 rows of x (BM_Prefill):
+// q4_k and q5_k ran 1.4-1.7x faster in chunks than in planes, iq4_xs 1.2x; q2_k and q3_k 1.3-1.5x
+// faster in planes than in chunks of 16, q6_k level (planes spare it a loop of 16-element chunks).
+constexpr bool super_as_chunks(DType t) {
+  return t == DType::Q4_K || t == DType::Q5_K || t == DType::IQ4_XS;
+}
+
 // The weight types the tiles take against rounded x: q8_0, q4_0 and every block type.
 bool has_tiles(DType t) {
   return t == DType::Q8_0 || t == DType::Q4_0 || is_block_type(t);
-}
-
-// x's sums per sub-block that the mins meet, for q8_K x (k-quants with mins: q2_k, q4_k, q5_k):
-// [row][sub-block], x's scale times the sub-block's quant sum, rows up to a whole tile.
-bool has_q8_k_sums(DType t) {
-  return t == DType::Q2_K || t == DType::Q4_K || t == DType::Q5_K;
 }
 
 // The bytes from one row of x's quants to the next in the tiles' copy: a tile's 16 rows K = 4096
@@ -132,17 +127,18 @@ int64_t x_row_bytes(int64_t K) {
   return (K + 63) / 64 * 64 + 64;
 }
 
-// x's factors per row in the tiles' copy (pack_x): its scales (q8_0 / q8_1: per 32; q8_K: per
-// 256), then the sums the weights' mins meet (q8_1's s per 32; q8_K's scale times the quant sum per
-// sub-block, for has_q8_k_sums; else none).
+// x's factors per row in the tiles' copy (pack_x): its scales (q8_0 / q8_1: per 32; q8_K: per 256,
+// or for super_as_chunks repeated per 32), then the sums the weights' mins meet: q8_1's s per 32;
+// for q4_k / q5_k, q8_K's scale times each 32's quant sum.
 struct XFactorRows {
   int64_t scales = 0;
   int64_t sums = 0;
 };
 XFactorRows x_factor_rows(const MatmulArgs& a) {
   switch (activation_quant(a.w_type)) {
-    case ActivationQuant::Q8_K:
-      return {a.K / kQK_K, has_q8_k_sums(a.w_type) ? a.K / tile_sub_block(a.w_type) : 0};
+    case ActivationQuant::Q8_K:  // the chunk types' per 32 (pack_x), the planes' per 256
+      if (super_as_chunks(a.w_type)) return {a.K / 32, a.w_type == DType::IQ4_XS ? 0 : a.K / 32};
+      return {a.K / kQK_K, 0};
     case ActivationQuant::Q8_1:
       return {a.K / 32, a.K / 32};
     default:
@@ -165,7 +161,7 @@ void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
 }
 
 // Block types: x's quants, rows x_row_bytes(K) apart and zero rows from M to a whole tile, so every
-// tile 2 / 3 loads 16 rows; and for has_q8_k_sums the scaled sums.
+// tile loads 16 rows; and x's factors (x_factor_rows).
 // bf16: x as tile 5 wants it, per 16 rows and chunk: [m_tile][chunk][r][row][4 bytes], rows past
 // M and elements past K zero.
 void pack_x(const MatmulArgs& a, uint8_t* packed, float* packed_scale) {
@@ -184,19 +180,21 @@ void pack_x(const MatmulArgs& a, uint8_t* packed, float* packed_scale) {
     float* scales = packed_scale;
     float* sums = packed_scale + padded * rows.scales;
     std::memset(packed_scale, 0, static_cast<size_t>(padded * (rows.scales + rows.sums)) * 4);
-    std::memcpy(scales, a.xq_scale, static_cast<size_t>(a.M * rows.scales) * 4);
-    if (activation_quant(a.w_type) == ActivationQuant::Q8_1) {
-      std::memcpy(sums, a.xq_sum, static_cast<size_t>(a.M * rows.sums) * 4);
-    } else if (rows.sums > 0) {  // q8_K: scale * the sub-block's quant sum, from the sums of 16
-      const int64_t sub = tile_sub_block(a.w_type);
+    if (super_as_chunks(a.w_type)) {
       for (int64_t m = 0; m < a.M; ++m) {
-        for (int64_t s = 0; s < rows.sums; ++s) {
-          const int16_t* bsum = a.xq_bsum + m * (a.K / 16) + s * sub / 16;
-          const int32_t sum = sub == 32 ? bsum[0] + bsum[1] : bsum[0];
-          sums[m * rows.sums + s] = a.xq_scale[m * rows.scales + s * sub / kQK_K] * static_cast<float>(sum);
+        for (int64_t c = 0; c < a.K / 32; ++c) {
+          const float scale = a.xq_scale[m * (a.K / kQK_K) + c / 8];
+          scales[m * rows.scales + c] = scale;
+          if (rows.sums > 0) {
+            const int16_t* bsum = a.xq_bsum + m * (a.K / 16) + 2 * c;
+            sums[m * rows.sums + c] = scale * static_cast<float>(bsum[0] + bsum[1]);
+          }
         }
       }
+      return;
     }
+    std::memcpy(scales, a.xq_scale, static_cast<size_t>(a.M * rows.scales) * 4);
+    if (rows.sums > 0) std::memcpy(sums, a.xq_sum, static_cast<size_t>(a.M * rows.sums) * 4);
     return;
   }
   const int64_t row_bytes = a.K * 2;
@@ -229,7 +227,6 @@ void pack_x(const MatmulArgs& a, uint8_t* packed, float* packed_scale) {
 // nibbles as q - 8), with the scales as f32, [block][16].
 template <DType T>
 void unpack_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales) {
-  constexpr int64_t kBlock = 32;
   const int64_t blocks = a.K / kBlock;
   constexpr size_t kBlockBytes = T == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
   for (int64_t i = 0; i < kTile; ++i) {
@@ -259,167 +256,161 @@ void unpack_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows
   }
 }
 
-// Sixteen q6_k weight rows from n0 (zero past n_end) as signed bytes, [16][K] (q - 32), with
-// per 16-element sub-block s scales[s][16] = d * sc.
-void unpack_q6_k_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales) {
-  const int64_t supers = a.K / kQK_K;
-  const __m256i low4 = _mm256_set1_epi8(15);
-  const __m256i three = _mm256_set1_epi8(3);
-  for (int64_t i = 0; i < kTile; ++i) {
-    int8_t* row = rows + i * a.K;
-    if (n0 + i >= n_end) {
-      std::memset(row, 0, static_cast<size_t>(a.K));
-      for (int64_t s = 0; s < supers * 16; ++s) scales[s * kTile + i] = 0.0f;
-      continue;
-    }
-    const uint8_t* w = a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes;
-    for (int64_t g = 0; g < supers; ++g) {
-      const uint8_t* block = w + static_cast<size_t>(g) * sizeof(BlockQ6_K);
-      // Element 128 h + 32 c + l: low 4 bits from ql[64 h + 32 (c % 2) + l] (low nibble for c < 2),
-      // high 2 bits from qh[32 h + l] >> 2 c.
-      for (int h = 0; h < 2; ++h) {
-        const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 128 + 32 * h));
-        for (int c = 0; c < 4; ++c) {
-          const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 64 * h + 32 * (c % 2)));
-          const __m256i low = _mm256_and_si256(c < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
-          const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), three);
-          const __m256i q = _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32));
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + g * kQK_K + 128 * h + 32 * c), q);
-        }
-      }
-      uint16_t d;
-      std::memcpy(&d, block + 208, 2);
-      for (int s = 0; s < 16; ++s) {
-        scales[(g * 16 + s) * kTile + i] = a.f16_table[d] * static_cast<float>(static_cast<int8_t>(block[192 + s]));
-      }
-    }
-  }
-}
-
-// Sixteen q4_k / q5_k weight rows from n0 (zero past n_end) as signed bytes, [16][K] (the quants q,
-// 0 to 15 or 31), with per 32-element sub-block b the factors of value = scale * q - dmin * m:
-// scales[b][16] = d * sc, mins[b][16] = -dmin * m (WeightTiles' signs).
-template <DType T>
-void unpack_k_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales, float* mins) {
-  const int64_t supers = a.K / kQK_K;
-  constexpr size_t kBytes = T == DType::Q4_K ? sizeof(BlockQ4_K) : sizeof(BlockQ5_K);
-  constexpr size_t kQs = T == DType::Q4_K ? 16 : 48;  // offset of qs in the block
-  const __m256i low4 = _mm256_set1_epi8(15);
-  for (int64_t i = 0; i < kTile; ++i) {
-    int8_t* row = rows + i * a.K;
-    if (n0 + i >= n_end) {
-      std::memset(row, 0, static_cast<size_t>(a.K));
-      for (int64_t b = 0; b < supers * 8; ++b) scales[b * kTile + i] = mins[b * kTile + i] = 0.0f;
-      continue;
-    }
-    const uint8_t* w = a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes;
-    for (int64_t g = 0; g < supers; ++g) {
-      const uint8_t* block = w + static_cast<size_t>(g) * kBytes;
-      uint16_t d, dmin;
-      std::memcpy(&d, block, 2);
-      std::memcpy(&dmin, block + 2, 2);
-      uint8_t sc[8], m[8];
-      unpack_scales_k4(block + 4, sc, m);
-      // Sub-blocks 2p and 2p + 1: the low and high nibbles of qs[32 p, 32 p + 32); q5_k's fifth bit
-      // of element l of sub-block j is bit j of qh[l].
-      [[maybe_unused]] const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 16));
-      for (int p = 0; p < 4; ++p) {
-        const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kQs + 32 * p));
-        __m256i q_low = _mm256_and_si256(bytes, low4);
-        __m256i q_high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
-        if constexpr (T == DType::Q5_K) {
-          const __m256i one = _mm256_set1_epi8(1);
-          const __m256i bit_low = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p)), one);
-          const __m256i bit_high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p + 1)), one);
-          q_low = _mm256_or_si256(q_low, _mm256_slli_epi16(bit_low, 4));
-          q_high = _mm256_or_si256(q_high, _mm256_slli_epi16(bit_high, 4));
-        }
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + g * kQK_K + 64 * p), q_low);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + g * kQK_K + 64 * p + 32), q_high);
-      }
-      for (int j = 0; j < 8; ++j) {
-        scales[(g * 8 + j) * kTile + i] = a.f16_table[d] * static_cast<float>(sc[j]);
-        mins[(g * 8 + j) * kTile + i] = -(a.f16_table[dmin] * static_cast<float>(m[j]));
-      }
-    }
-  }
-}
-
-// Sixteen rows from n0 (zero past n_end) of a type without an unpacker above (q4_1, q5_0, q5_1,
-// iq4_nl, q2_k, q3_k, iq4_xs): the integers each element's value multiplies (quant_blocks.cpp's
-// block32_quants / super_block_quants), decoded 32 at a time in vectors, [16][K], and the factors,
-// scales[s][16] and mins[s][16] (WeightTiles).
+// Sixteen q4_1, q5_0, q5_1 or iq4_nl rows from n0 (zero past n_end): the integers each element's
+// value multiplies (quant_blocks.cpp's block32_quants), decoded 32 at a time in vectors, [16][K],
+// and the factors, scales[b][16] and mins[b][16] (WeightTiles).
 template <DType T>
 void unpack_block_rows(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales, float* mins) {
   using S = AmxTraits;
-  constexpr int64_t kSub = tile_sub_block(T);
-  const int64_t subs = a.K / kSub;
-  const DTypeTraits& traits = dtype_traits(T);
+  const int64_t blocks_per_row = a.K / 32;
   const auto f16 = [&](const uint8_t* p) { return a.f16_table[blocks::u16_at<S>(p)]; };
-  const auto store = [](int8_t* at, __m256i q) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(at), q); };
   for (int64_t i = 0; i < kTile; ++i) {
     int8_t* row = rows + i * a.K;
     if (n0 + i >= n_end) {
       std::memset(row, 0, static_cast<size_t>(a.K));
-      for (int64_t s = 0; s < subs; ++s) scales[s * kTile + i] = mins[s * kTile + i] = 0.0f;
+      for (int64_t b = 0; b < blocks_per_row; ++b) scales[b * kTile + i] = mins[b * kTile + i] = 0.0f;
       continue;
     }
     const uint8_t* w = a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes;
-    for (int64_t b = 0; b < a.K / traits.block_size; ++b) {
-      const uint8_t* block = w + static_cast<size_t>(b) * traits.block_bytes;
-      if constexpr (is_block32(T)) {
-        __m256i q;
-        if constexpr (T == DType::Q4_1) q = blocks::nibbles<S>(block + 4);
-        if constexpr (T == DType::Q5_0) {
-          q = _mm256_or_si256(blocks::nibbles<S>(block + 6), blocks::fifth_bits<S>(blocks::u32_at<S>(block + 2)));
-          q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+    for (int64_t b = 0; b < blocks_per_row; ++b) {
+      const uint8_t* block = w + static_cast<size_t>(b) * dtype_traits(T).block_bytes;
+      __m256i q;
+      if constexpr (T == DType::Q4_1) q = blocks::nibbles<S>(block + 4);
+      if constexpr (T == DType::Q5_0) {
+        q = _mm256_or_si256(blocks::nibbles<S>(block + 6), blocks::fifth_bits<S>(blocks::u32_at<S>(block + 2)));
+        q = _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+      }
+      if constexpr (T == DType::Q5_1) {
+        q = _mm256_or_si256(blocks::nibbles<S>(block + 8), blocks::fifth_bits<S>(blocks::u32_at<S>(block + 4)));
+      }
+      if constexpr (T == DType::IQ4_NL) q = blocks::iq4_values<S>(blocks::nibbles<S>(block + 2));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + b * 32), q);
+      scales[b * kTile + i] = f16(block);
+      mins[b * kTile + i] = T == DType::Q4_1 || T == DType::Q5_1 ? f16(block + 2) : 0.0f;
+    }
+  }
+}
+
+// One super-block of a row (either way, planes or chunks): q[256] as signed bytes, the integer scale and min of each 16
+// elements (sc[16], m[16]), and d and dmin (value = d * sc * q - dmin * m); q3_k's sc negated and its d with it, so
+// that sc * q fits a signed byte.
+struct SuperBlock {
+  alignas(32) int8_t q[kQK_K];
+  int16_t sc[16];
+  int16_t m[16];
+  float d;
+  float dmin;
+};
+
+template <DType T>
+void decode_super_block(const MatmulArgs& a, const uint8_t* block, SuperBlock& out) {
+  using S = AmxTraits;
+  const auto f16 = [&](const uint8_t* p) { return a.f16_table[blocks::u16_at<S>(p)]; };
+  const auto store = [&](int64_t at, __m256i q) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q + at), q); };
+  const __m256i low4 = _mm256_set1_epi8(15);
+  for (int s = 0; s < 16; ++s) out.m[s] = 0;
+  out.dmin = 0.0f;
+  if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    constexpr size_t kQs = T == DType::Q4_K ? 16 : 48;  // offset of qs in the block
+    uint8_t sc[8], m[8];
+    unpack_scales_k4(block + 4, sc, m);
+    // Sub-blocks 2p and 2p + 1: the low and high nibbles of qs[32 p, 32 p + 32); q5_k's fifth bit
+    // of element l of sub-block j is bit j of qh[l].
+    [[maybe_unused]] const __m256i qh = blocks::load32<S>(block + 16);
+    for (int p = 0; p < 4; ++p) {
+      const __m256i bytes = blocks::load32<S>(block + kQs + 32 * p);
+      __m256i q_low = _mm256_and_si256(bytes, low4);
+      __m256i q_high = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+      if constexpr (T == DType::Q5_K) {
+        const __m256i one = _mm256_set1_epi8(1);
+        const __m256i bit_low = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p)), one);
+        const __m256i bit_high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * p + 1)), one);
+        q_low = _mm256_or_si256(q_low, _mm256_slli_epi16(bit_low, 4));
+        q_high = _mm256_or_si256(q_high, _mm256_slli_epi16(bit_high, 4));
+      }
+      store(64 * p, q_low);
+      store(64 * p + 32, q_high);
+    }
+    for (int s = 0; s < 16; ++s) {
+      out.sc[s] = sc[s / 2];
+      out.m[s] = m[s / 2];
+    }
+    out.d = f16(block);
+    out.dmin = f16(block + 2);
+  } else if constexpr (T == DType::Q6_K) {
+    // Element 128 h + 32 c + l: low 4 bits from ql[64 h + 32 (c % 2) + l] (low nibble for c < 2),
+    // high 2 bits from qh[32 h + l] >> 2 c.
+    for (int h = 0; h < 2; ++h) {
+      const __m256i qh = blocks::load32<S>(block + 128 + 32 * h);
+      for (int c = 0; c < 4; ++c) {
+        const __m256i ql = blocks::load32<S>(block + 64 * h + 32 * (c % 2));
+        const __m256i low = _mm256_and_si256(c < 2 ? ql : _mm256_srli_epi16(ql, 4), low4);
+        const __m256i high = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * c)), _mm256_set1_epi8(3));
+        store(128 * h + 32 * c,
+              _mm256_sub_epi8(_mm256_or_si256(low, _mm256_slli_epi16(high, 4)), _mm256_set1_epi8(32)));
+      }
+    }
+    for (int s = 0; s < 16; ++s) out.sc[s] = static_cast<int8_t>(block[192 + s]);
+    out.d = f16(block + 208);
+  } else if constexpr (T == DType::IQ4_XS) {
+    const uint16_t high = blocks::u16_at<S>(block + 2);
+    for (int j = 0; j < 8; ++j) {
+      store(32 * j, blocks::iq4_values<S>(blocks::nibbles<S>(block + 8 + 16 * j)));
+      const int ls = ((block[4 + j / 2] >> (4 * (j % 2))) & 15) | (((high >> (2 * j)) & 3) << 4);
+      out.sc[2 * j] = out.sc[2 * j + 1] = static_cast<int16_t>(ls - 32);
+    }
+    out.d = f16(block);
+  } else {  // q2_k, q3_k: element 128 h + 32 c + l in bits 2c, 2c + 1 of qs[32 h + l]
+    const uint8_t* qs = block + (T == DType::Q2_K ? 16 : 32);
+    [[maybe_unused]] const __m256i hmask = blocks::load32<S>(block);
+    for (int h = 0; h < 2; ++h) {
+      const __m256i plane = blocks::load32<S>(qs + 32 * h);
+      for (int c = 0; c < 4; ++c) {
+        __m256i q = _mm256_and_si256(_mm256_srl_epi16(plane, _mm_cvtsi32_si128(2 * c)), _mm256_set1_epi8(3));
+        if constexpr (T == DType::Q3_K) {  // the high bit, bit 4h + c of hmask[l], clear means - 4
+          const __m256i bit =
+              _mm256_and_si256(_mm256_srl_epi16(hmask, _mm_cvtsi32_si128(4 * h + c)), _mm256_set1_epi8(1));
+          q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_slli_epi16(bit, 2)), _mm256_set1_epi8(4));
         }
-        if constexpr (T == DType::Q5_1) {
-          q = _mm256_or_si256(blocks::nibbles<S>(block + 8), blocks::fifth_bits<S>(blocks::u32_at<S>(block + 4)));
-        }
-        if constexpr (T == DType::IQ4_NL) q = blocks::iq4_values<S>(blocks::nibbles<S>(block + 2));
-        store(row + b * 32, q);
-        scales[b * kTile + i] = f16(block);
-        mins[b * kTile + i] = T == DType::Q4_1 || T == DType::Q5_1 ? f16(block + 2) : 0.0f;
-      } else if constexpr (T == DType::IQ4_XS) {
-        const float d = f16(block);
-        const uint16_t high = blocks::u16_at<S>(block + 2);
-        for (int j = 0; j < 8; ++j) {
-          store(row + b * kQK_K + 32 * j, blocks::iq4_values<S>(blocks::nibbles<S>(block + 8 + 16 * j)));
-          const int ls = ((block[4 + j / 2] >> (4 * (j % 2))) & 15) | (((high >> (2 * j)) & 3) << 4);
-          scales[(b * 8 + j) * kTile + i] = d * static_cast<float>(ls - 32);
-          mins[(b * 8 + j) * kTile + i] = 0.0f;
-        }
-      } else {  // q2_k, q3_k: element 128 h + 32 c + l in bits 2c, 2c + 1 of qs[32 h + l]
-        const uint8_t* qs = block + (T == DType::Q2_K ? 16 : 32);
-        [[maybe_unused]] const __m256i hmask = blocks::load32<S>(block);
-        for (int h = 0; h < 2; ++h) {
-          const __m256i plane = blocks::load32<S>(qs + 32 * h);
-          for (int c = 0; c < 4; ++c) {
-            __m256i q = _mm256_and_si256(_mm256_srl_epi16(plane, _mm_cvtsi32_si128(2 * c)), _mm256_set1_epi8(3));
-            if constexpr (T == DType::Q3_K) {  // the high bit, bit 4h + c of hmask[l], clear means - 4
-              const __m256i bit =
-                  _mm256_and_si256(_mm256_srl_epi16(hmask, _mm_cvtsi32_si128(4 * h + c)), _mm256_set1_epi8(1));
-              q = _mm256_sub_epi8(_mm256_or_si256(q, _mm256_slli_epi16(bit, 2)), _mm256_set1_epi8(4));
-            }
-            store(row + b * kQK_K + 128 * h + 32 * c, q);
-          }
-        }
-        if constexpr (T == DType::Q2_K) {
-          const float d = f16(block + 80), dmin = f16(block + 82);
-          for (int s = 0; s < 16; ++s) {
-            scales[(b * 16 + s) * kTile + i] = d * static_cast<float>(block[s] & 15);
-            mins[(b * 16 + s) * kTile + i] = -(dmin * static_cast<float>(block[s] >> 4));
-          }
-        } else {
-          uint8_t sc[16];
-          unpack_scales_q3_k(block + 96, sc);
-          const float d = f16(block + 108);
-          for (int s = 0; s < 16; ++s) {
-            scales[(b * 16 + s) * kTile + i] = d * static_cast<float>(sc[s] - 32);
-            mins[(b * 16 + s) * kTile + i] = 0.0f;
-          }
-        }
+        store(128 * h + 32 * c, q);
+      }
+    }
+    if constexpr (T == DType::Q2_K) {
+      for (int s = 0; s < 16; ++s) {
+        out.sc[s] = block[s] & 15;
+        out.m[s] = block[s] >> 4;
+      }
+      out.d = f16(block + 80);
+      out.dmin = f16(block + 82);
+    } else {
+      uint8_t sc[16];
+      unpack_scales_q3_k(block + 96, sc);
+      for (int s = 0; s < 16; ++s) out.sc[s] = static_cast<int16_t>(32 - sc[s]);  // negated: see SuperBlock
+      out.d = -f16(block + 108);
+    }
+  }
+}
+
+// Sixteen q4_k, q5_k or iq4_xs rows from n0 (zero past n_end) as chunks of 32 (super_as_chunks):
+// the quants, [16][K], and per chunk c the factors scales[c][16] = d * sc, mins[c][16] = -dmin * m.
+template <DType T>
+void unpack_super_chunks(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales, float* mins) {
+  const int64_t supers = a.K / kQK_K;
+  SuperBlock sb;
+  for (int64_t i = 0; i < kTile; ++i) {
+    int8_t* row = rows + i * a.K;
+    if (n0 + i >= n_end) {
+      std::memset(row, 0, static_cast<size_t>(a.K));
+      for (int64_t c = 0; c < a.K / 32; ++c) scales[c * kTile + i] = mins[c * kTile + i] = 0.0f;
+      continue;
+    }
+    const uint8_t* w = a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes;
+    for (int64_t g = 0; g < supers; ++g) {
+      decode_super_block<T>(a, w + static_cast<size_t>(g) * dtype_traits(T).block_bytes, sb);
+      std::memcpy(row + g * kQK_K, sb.q, kQK_K);
+      for (int64_t j = 0; j < 8; ++j) {
+        scales[(g * 8 + j) * kTile + i] = sb.d * static_cast<float>(sb.sc[2 * j]);
+        mins[(g * 8 + j) * kTile + i] = -(sb.dmin * static_cast<float>(sb.m[2 * j]));
       }
     }
   }
@@ -478,26 +469,18 @@ struct WeightTiles {
   const float* mins = nullptr;
 };
 
-// x's factors for row m and sub-block s: the scale its dot products take, scale[m * scale_row +
-// (s >> scale_shift)] (x's block scale, or q8_K's per 256), and the scaled sum the mins meet,
-// sum[m * sum_row + s].
+// x's factors for row m and block b (pack_x's copy): the scale its dot products take,
+// scale[m * scale_row + b], and q8_1's s the mins meet, sum[m * sum_row + b].
 struct XFactors {
   const float* scale = nullptr;
   int64_t scale_row = 0;
-  int scale_shift = 0;
   const float* sum = nullptr;
   int64_t sum_row = 0;
 };
 
-XFactors x_factors(const MatmulArgs& a, int64_t sub) {
+XFactors x_factors(const MatmulArgs& a) {
   const XFactorRows rows = x_factor_rows(a);
-  XFactors x;
-  x.scale = a.x_packed_scale;
-  x.scale_row = rows.scales;
-  x.scale_shift = activation_quant(a.w_type) == ActivationQuant::Q8_K ? (sub == 32 ? 3 : 4) : 0;
-  x.sum = a.x_packed_scale + (a.M + kTile - 1) / kTile * kTile * rows.scales;
-  x.sum_row = rows.sums;
-  return x;
+  return {a.x_packed_scale, rows.scales, a.x_packed_scale + (a.M + kTile - 1) / kTile * kTile * rows.scales, rows.sums};
 }
 
 // One sub-block's products into sums tile 0 (x in tile 2, weights in 4) or 1 (3, 5): the tile
@@ -522,7 +505,7 @@ void scale_sums(const XFactors& x, const WeightTiles& w, int64_t m0, int64_t s, 
                 __m512 (&acc)[kTile]) {
   const __m512 w_scale = _mm512_loadu_ps(w.scales + s * kTile);
   [[maybe_unused]] const __m512 w_min = kMins ? _mm512_loadu_ps(w.mins + s * kTile) : _mm512_setzero_ps();
-  const float* x_scale = x.scale + m0 * x.scale_row + (s >> x.scale_shift);
+  const float* x_scale = x.scale + m0 * x.scale_row + s;
   [[maybe_unused]] const float* x_sum = kMins ? x.sum + m0 * x.sum_row + s : nullptr;
 #pragma GCC unroll 16
   for (int64_t i = 0; i < kTile; ++i) {
@@ -534,10 +517,10 @@ void scale_sums(const XFactors& x, const WeightTiles& w, int64_t m0, int64_t s, 
 
 // Outputs [n0, n0 + count) of x's tiles [t0, t1) from one group's weight tiles, sub-block after
 // sub-block, two in flight.
-template <int64_t kSub, bool kMins>
+template <bool kMins>
 void group_tiles(const MatmulArgs& a, const XFactors& xf, int64_t t0, int64_t t1, int64_t n0, int64_t count,
                  const WeightTiles& w) {
-  const int64_t subs = a.K / kSub;
+  const int64_t subs = a.K / kBlock;
   const int64_t full_tiles = a.M / kTile;
   const int64_t x_stride = x_row_bytes(a.K);
   const auto mask = static_cast<__mmask16>((1u << count) - 1);
@@ -550,11 +533,11 @@ void group_tiles(const MatmulArgs& a, const XFactors& xf, int64_t t0, int64_t t1
     for (__m512& v : acc) v = _mm512_setzero_ps();
     multiply_even(x, x_stride, w.tiles);
     for (int64_t s = 0; s < subs; s += 2) {
-      if (s + 1 < subs) multiply_odd(x + (s + 1) * kSub, x_stride, w.tiles + (s + 1) * w.tile_step);
+      if (s + 1 < subs) multiply_odd(x + (s + 1) * kBlock, x_stride, w.tiles + (s + 1) * w.tile_step);
       _tile_stored(0, sums, 64);
       scale_sums<kMins>(xf, w, t * kTile, s, sums, acc);
       if (s + 1 < subs) {
-        if (s + 2 < subs) multiply_even(x + (s + 2) * kSub, x_stride, w.tiles + (s + 2) * w.tile_step);
+        if (s + 2 < subs) multiply_even(x + (s + 2) * kBlock, x_stride, w.tiles + (s + 2) * w.tile_step);
         _tile_stored(1, sums, 64);
         scale_sums<kMins>(xf, w, t * kTile, s + 1, sums, acc);
       }
@@ -569,48 +552,222 @@ void group_tiles(const MatmulArgs& a, const XFactors& xf, int64_t t0, int64_t t1
 
 // The weights of [n_begin, n_end) a group of 16 rows at a time, each group unpacked once
 // (weight_tiles) for all of a group of x's tiles.
-template <int64_t kSub, bool kMins, class Unpack>
+template <bool kMins, class Unpack>
 void block_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end, Unpack&& weight_tiles) {
-  configure_tiles(kBlockTiles<kSub>);
-  const XFactors xf = x_factors(a, kSub);
+  configure_tiles(kBlockTiles);
+  const XFactors xf = x_factors(a);
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
   const int64_t group = tiles_per_group(kTile * a.K);
   for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
     const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
     for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
       const WeightTiles w = weight_tiles(n0);
-      group_tiles<kSub, kMins>(a, xf, t0, t1, n0, n_end - n0 < kTile ? n_end - n0 : kTile, w);
+      group_tiles<kMins>(a, xf, t0, t1, n0, n_end - n0 < kTile ? n_end - n0 : kTile, w);
     }
   }
   _tile_release();  // an idle thread with tiles in use would have their 8 KiB saved at every switch
 }
 
-// Weights as stored: each group's rows unpacked to signed bytes and factors, then to B tiles.
+// Blocks of 32 and super_as_chunks as stored: each group's rows unpacked to signed bytes and
+// factors, then to B tiles.
 template <DType T>
 void unpacked_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  constexpr int64_t kSub = tile_sub_block(T);
-  constexpr bool kMins =
-      T == DType::Q4_1 || T == DType::Q5_1 || T == DType::Q2_K || T == DType::Q4_K || T == DType::Q5_K;
-  const int64_t subs = a.K / kSub;
+  constexpr bool kMins = T == DType::Q4_1 || T == DType::Q5_1 || T == DType::Q4_K || T == DType::Q5_K;
+  const int64_t blocks = a.K / kBlock;
   auto* rows = static_cast<int8_t*>(scratch(Scratch::WeightRows, static_cast<size_t>(kTile * a.K), false));
   auto* tiles = static_cast<uint8_t*>(scratch(Scratch::WeightTiles, static_cast<size_t>(kTile * a.K), false));
   auto* factors =
-      static_cast<float*>(scratch(Scratch::WeightFactors, static_cast<size_t>(2 * subs * kTile) * 4, false));
+      static_cast<float*>(scratch(Scratch::WeightFactors, static_cast<size_t>(2 * blocks * kTile) * 4, false));
   float* scales = factors;
-  float* mins = factors + subs * kTile;
-  block_tiles<kSub, kMins>(a, n_begin, n_end, [&](int64_t n0) {
+  float* mins = factors + blocks * kTile;
+  block_tiles<kMins>(a, n_begin, n_end, [&](int64_t n0) {
     if constexpr (T == DType::Q8_0 || T == DType::Q4_0) {
       unpack_weights<T>(a, n0, n_end, rows, scales);
-    } else if constexpr (T == DType::Q6_K) {
-      unpack_q6_k_weights(a, n0, n_end, rows, scales);
-    } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
-      unpack_k_weights<T>(a, n0, n_end, rows, scales, mins);
+    } else if constexpr (super_as_chunks(T)) {
+      unpack_super_chunks<T>(a, n0, n_end, rows, scales, mins);
     } else {
       unpack_block_rows<T>(a, n0, n_end, rows, scales, mins);
     }
     rows_to_tiles(rows, a.K, tiles);
-    return WeightTiles{tiles, kSub * kTile, scales, kMins ? mins : nullptr};
+    return WeightTiles{tiles, kBlock * kTile, scales, kMins ? mins : nullptr};
   });
+}
+
+// ---- super-blocks of 256 in planes (q2_k, q3_k, q6_k; the rest in chunks, super_as_chunks) ------
+//
+// Per super-block each weight element's integer factor sc * q (its sub-block's scale times its
+// quant) and x's quants meet in exact int32 sums over all 256 elements: the tiles do the per
+// sub-block scaling, and the vector unit scales one sum per super-block (d * x's scale) instead of
+// one per sub-block. q6_k's sc * q takes up to 13 bits, so it goes to the tiles as two planes of
+// signed bytes, hi = (sc * q) >> 7 and lo = (sc * q) & 127, summed as (hi << 7) + lo; q2_k's (up to
+// 45) and q3_k's negated (-128 to 124) fit one. q2_k's mins, the sum over its sub-blocks of m * x's
+// sum of the sub-block, are one more plane (m repeated over its sub-block's elements) against the
+// same x tile. Every sum is exact: |sc * q| <= 4096, so a plane's int32 sums of 256 products stay
+// far from overflow.
+
+// How a type's factors go to the tiles: planes of sc * q (1 or 2) and whether it has mins.
+constexpr int super_planes(DType t) {
+  return t == DType::Q6_K ? 2 : 1;
+}
+constexpr bool super_mins(DType t) {
+  return t == DType::Q2_K;
+}
+
+// Sixteen weight rows from n0 (zero past n_end) as the planes' rows, [16][K] signed bytes each
+// (hi or the single plane, lo, mins), and per super-block g the rows' d[g][16] and -dmin[g][16].
+template <DType T>
+void unpack_super_rows(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* const (&planes)[3], float* d,
+                       float* dmin_neg) {
+  constexpr int kPlanes = super_planes(T);
+  const int64_t supers = a.K / kQK_K;
+  SuperBlock sb;
+  for (int64_t i = 0; i < kTile; ++i) {
+    if (n0 + i >= n_end) {
+      for (int8_t* plane : planes) {
+        if (plane != nullptr) std::memset(plane + i * a.K, 0, static_cast<size_t>(a.K));
+      }
+      for (int64_t g = 0; g < supers; ++g) d[g * kTile + i] = dmin_neg[g * kTile + i] = 0.0f;
+      continue;
+    }
+    const uint8_t* w = a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes;
+    for (int64_t g = 0; g < supers; ++g) {
+      decode_super_block<T>(a, w + static_cast<size_t>(g) * dtype_traits(T).block_bytes, sb);
+      d[g * kTile + i] = sb.d;
+      dmin_neg[g * kTile + i] = -sb.dmin;
+      const int64_t at = i * a.K + g * kQK_K;
+      for (int p = 0; p < 8; ++p) {  // 32 elements: sub-blocks 2p and 2p + 1
+        const __m512i q = _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(sb.q + 32 * p)));
+        const __m512i sc = _mm512_inserti64x4(_mm512_set1_epi16(sb.sc[2 * p]), _mm256_set1_epi16(sb.sc[2 * p + 1]), 1);
+        const __m512i product = _mm512_mullo_epi16(q, sc);
+        auto* out = reinterpret_cast<__m256i*>(planes[0] + at + 32 * p);
+        if constexpr (kPlanes == 1) {
+          _mm256_storeu_si256(out, _mm512_cvtepi16_epi8(product));
+        } else {
+          _mm256_storeu_si256(out, _mm512_cvtepi16_epi8(_mm512_srai_epi16(product, 7)));
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(planes[1] + at + 32 * p),
+                              _mm512_cvtepi16_epi8(_mm512_and_si512(product, _mm512_set1_epi16(127))));
+        }
+        if constexpr (super_mins(T)) {
+          const __m256i m =
+              _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi8(static_cast<char>(sb.m[2 * p]))),
+                                      _mm_set1_epi8(static_cast<char>(sb.m[2 * p + 1])), 1);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(planes[2] + at + 32 * p), m);
+        }
+      }
+    }
+  }
+}
+
+// Super-blocks: tiles 0, 1 and 2 the int32 sums of the planes (hi or single, lo, mins; 16 x 16),
+// tile 4 x (16 rows x 64 bytes), 5, 6 and 7 the planes' weights (16 rows of 64 bytes: 4 bytes of
+// each weight row per row).
+constexpr AmxTileConfig kSuperTiles = AmxTileConfig{}
+                                          .tile(0, 16, 64)
+                                          .tile(1, 16, 64)
+                                          .tile(2, 16, 64)
+                                          .tile(4, 16, 64)
+                                          .tile(5, 16, 64)
+                                          .tile(6, 16, 64)
+                                          .tile(7, 16, 64);
+
+// One super-block's sums of x's tile (x_stride apart) against each plane: 4 tdpbssd of 64 each.
+template <int kPlanes, bool kMins>
+void multiply_super_block(const int8_t* x, int64_t x_stride, const uint8_t* const (&planes)[3], int64_t g) {
+  _tile_zero(0);
+  if constexpr (kPlanes == 2) _tile_zero(1);
+  if constexpr (kMins) _tile_zero(2);
+  for (int64_t j = 0; j < 4; ++j) {
+    const int64_t k = g * kQK_K + 64 * j;
+    _tile_loadd(4, x + k, static_cast<long>(x_stride));
+    _tile_loadd(5, planes[0] + k * kTile, 64);
+    _tile_dpbssd(0, 4, 5);
+    if constexpr (kPlanes == 2) {
+      _tile_loadd(6, planes[1] + k * kTile, 64);
+      _tile_dpbssd(1, 4, 6);
+    }
+    if constexpr (kMins) {
+      _tile_loadd(7, planes[2] + k * kTile, 64);
+      _tile_dpbssd(2, 4, 7);
+    }
+  }
+}
+
+// Outputs [n0, n0 + count) of x's tiles [t0, t1) from one group's planes (B tiles, rows_to_tiles),
+// super-block after super-block, the next one's products in the tiles while the vector unit
+// scales this one's: acc = fma(f32((hi << 7) + lo), d * x's scale, acc), then for the mins
+// acc = fma(f32(mins' sum), -dmin * x's scale, acc).
+template <int kPlanes, bool kMins>
+void super_group_tiles(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n0, int64_t count,
+                       const uint8_t* const (&planes)[3], const float* d, const float* dmin_neg) {
+  const int64_t supers = a.K / kQK_K;
+  const int64_t full_tiles = a.M / kTile;
+  const int64_t x_stride = x_row_bytes(a.K);
+  const auto mask = static_cast<__mmask16>((1u << count) - 1);
+  const __m512 bias = a.bias != nullptr ? _mm512_maskz_loadu_ps(mask, a.bias + n0) : _mm512_setzero_ps();
+  alignas(64) int32_t sums[2][3][kTile][kTile];
+  for (int64_t t = t0; t < t1; ++t) {
+    const int8_t* x = reinterpret_cast<const int8_t*>(a.x_packed) + t * kTile * x_stride;
+    const float* x_scale = a.x_packed_scale + t * kTile * supers;  // x_factor_rows: per 256
+    const int64_t rows = t < full_tiles ? kTile : a.M - t * kTile;
+    __m512 acc[kTile];
+    for (__m512& v : acc) v = _mm512_setzero_ps();
+    multiply_super_block<kPlanes, kMins>(x, x_stride, planes, 0);
+    for (int64_t g = 0; g < supers; ++g) {
+      auto& s = sums[g & 1];
+      _tile_stored(0, s[0], 64);
+      if constexpr (kPlanes == 2) _tile_stored(1, s[1], 64);
+      if constexpr (kMins) _tile_stored(2, s[2], 64);
+      if (g + 1 < supers) multiply_super_block<kPlanes, kMins>(x, x_stride, planes, g + 1);
+      const __m512 d_g = _mm512_loadu_ps(d + g * kTile);
+      [[maybe_unused]] const __m512 dmin_g = kMins ? _mm512_loadu_ps(dmin_neg + g * kTile) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+      for (int64_t i = 0; i < kTile; ++i) {
+        const __m512 xs = _mm512_set1_ps(x_scale[i * supers + g]);
+        __m512i sum = _mm512_load_si512(s[0][i]);
+        if constexpr (kPlanes == 2) sum = _mm512_add_epi32(_mm512_slli_epi32(sum, 7), _mm512_load_si512(s[1][i]));
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d_g, xs), acc[i]);
+        if constexpr (kMins) {
+          acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(s[2][i])), _mm512_mul_ps(dmin_g, xs), acc[i]);
+        }
+      }
+    }
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < kTile; ++i) {
+      if (i < rows) _mm512_mask_storeu_ps(a.y + (t * kTile + i) * a.y_stride + n0, mask, _mm512_add_ps(acc[i], bias));
+    }
+  }
+}
+
+template <DType T>
+void super_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  constexpr int kPlanes = super_planes(T);
+  constexpr bool kMins = super_mins(T);
+  configure_tiles(kSuperTiles);
+  const int64_t supers = a.K / kQK_K;
+  const size_t plane_bytes = static_cast<size_t>(kTile * a.K);
+  auto* rows = static_cast<int8_t*>(scratch(Scratch::WeightRows, 3 * plane_bytes, false));
+  auto* tiles = static_cast<uint8_t*>(scratch(Scratch::WeightTiles, 3 * plane_bytes, false));
+  auto* factors =
+      static_cast<float*>(scratch(Scratch::WeightFactors, static_cast<size_t>(2 * supers * kTile) * 4, false));
+  int8_t* const plane_rows[3] = {rows, kPlanes == 2 ? rows + plane_bytes : nullptr,
+                                 kMins ? rows + 2 * plane_bytes : nullptr};
+  const uint8_t* const plane_tiles[3] = {tiles, tiles + plane_bytes, tiles + 2 * plane_bytes};
+  float* d = factors;
+  float* dmin_neg = factors + supers * kTile;
+  const int64_t m_tiles = (a.M + kTile - 1) / kTile;
+  const int64_t group = tiles_per_group(kTile * x_row_bytes(a.K));
+  for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
+    const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
+      unpack_super_rows<T>(a, n0, n_end, plane_rows, d, dmin_neg);
+      for (int p = 0; p < 3; ++p) {
+        if (plane_rows[p] != nullptr) rows_to_tiles(plane_rows[p], a.K, tiles + p * plane_bytes);
+      }
+      super_group_tiles<kPlanes, kMins>(a, t0, t1, n0, n_end - n0 < kTile ? n_end - n0 : kTile, plane_tiles, d,
+                                        dmin_neg);
+    }
+  }
+  _tile_release();
 }
 
 // Sixteen bf16 weight rows from n0 as tile 4 (or 7) loads them: straight from the tensor, or, for
@@ -692,14 +849,13 @@ void bf16_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 // split into q - 8 first), its f16 scales widened once per group.
 template <DType T>
 void packed_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  constexpr int64_t kBlock = 32;
   const int64_t blocks = a.K / kBlock;
   const size_t group_bytes = a.w_row_bytes * kTile;
   auto* split = T == DType::Q4_0
                     ? static_cast<uint8_t*>(scratch(Scratch::WeightTiles, static_cast<size_t>(blocks * 512), false))
                     : nullptr;
   auto* scales = static_cast<float*>(scratch(Scratch::WeightFactors, static_cast<size_t>(blocks * kTile) * 4, false));
-  block_tiles<kBlock, false>(a, n_begin, n_end, [&](int64_t n0) {
+  block_tiles<false>(a, n_begin, n_end, [&](int64_t n0) {
     const uint8_t* weights = a.w + static_cast<size_t>(n0 / kTile) * group_bytes;
     const auto* f16_scales = reinterpret_cast<const __m256i*>(weights);
     for (int64_t b = 0; b < blocks; ++b)
@@ -753,15 +909,15 @@ void matmul_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
     case DType::IQ4_NL:
       return unpacked_tiles<DType::IQ4_NL>(a, n_begin, n_end);
     case DType::Q2_K:
-      return unpacked_tiles<DType::Q2_K>(a, n_begin, n_end);
+      return super_tiles<DType::Q2_K>(a, n_begin, n_end);
     case DType::Q3_K:
-      return unpacked_tiles<DType::Q3_K>(a, n_begin, n_end);
+      return super_tiles<DType::Q3_K>(a, n_begin, n_end);
     case DType::Q4_K:
       return unpacked_tiles<DType::Q4_K>(a, n_begin, n_end);
     case DType::Q5_K:
       return unpacked_tiles<DType::Q5_K>(a, n_begin, n_end);
     case DType::Q6_K:
-      return unpacked_tiles<DType::Q6_K>(a, n_begin, n_end);
+      return super_tiles<DType::Q6_K>(a, n_begin, n_end);
     case DType::IQ4_XS:
       return unpacked_tiles<DType::IQ4_XS>(a, n_begin, n_end);
     default:

@@ -48,12 +48,6 @@ struct RoundedRow {
 // integer sums, combined as llama.cpp combines them (the scalar ISA's kernel).
 float dot_row_blocks_scalar(DType type, const uint8_t* w, const RoundedRow& x, int64_t K);
 
-// The sub-block the AMX tiles multiply a block type in (amx.cpp), the elements that share one
-// scale: 16 for q2_k, q3_k and q6_k, else 32.
-constexpr int64_t tile_sub_block(DType type) {
-  return type == DType::Q2_K || type == DType::Q3_K || type == DType::Q6_K ? 16 : 32;
-}
-
 // This thread's scratch row of at least n floats (valid until its next call on the thread).
 float* row_scratch(int64_t n);
 
