@@ -142,9 +142,9 @@ void matmul_unpacked(const Tensor& w, cpu::MatmulArgs args, const cpu::Isa& isa,
   }
 }
 
-// args.x_packed: the rounded rows (args.xq or args.xb) in the level's own layout, in this
-// thread's buffers, where the level has one for this weight type.
-void pack_rows(cpu::MatmulArgs& args, const cpu::Isa& isa) {
+// args.x_packed: the rounded rows (args.xq or args.xb) in the level's own layout, in the calling
+// thread's buffers, where the level has one for this weight type; 16-row tiles split over the pool.
+void pack_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, ThreadPool& pool) {
   thread_local std::vector<uint8_t> packed;
   thread_local std::vector<float> packed_scale;
   size_t bytes = 0, scales = 0;
@@ -154,9 +154,14 @@ void pack_rows(cpu::MatmulArgs& args, const cpu::Isa& isa) {
   if (bytes == 0) return;
   packed.resize(bytes);
   packed_scale.resize(scales);
-  isa.pack_x(args, packed.data(), packed_scale.data());
-  args.x_packed = packed.data();
-  args.x_packed_scale = packed_scale.data();
+  uint8_t* const packed_all = packed.data();  // by pointer: in the tasks, these would be the pool thread's
+  float* const packed_scale_all = packed_scale.data();
+  const cpu::MatmulArgs& rows = args;
+  pool.parallel_range((args.M + 15) / 16, min_chunk_for(16 * args.K), [&](int64_t begin, int64_t end, int) {
+    isa.pack_x(rows, begin, end, packed_all, packed_scale_all);
+  });
+  args.x_packed = packed_all;
+  args.x_packed_scale = packed_scale_all;
 }
 
 // The args.M rows of x rounded to bf16 (core/half.h f32_to_bf16), in the calling thread's buffer,
@@ -294,7 +299,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     args.y = y_all + m0 * N;
     if (round_x) round_rows(args, isa, quant, pool);
     if (round_x_bf16) round_rows_bf16(args, isa, pool);
-    if ((round_x || round_x_bf16) && isa.pack_x != nullptr) pack_rows(args, isa);
+    if ((round_x || round_x_bf16) && isa.pack_x != nullptr) pack_rows(args, isa, pool);
     // Split the output rows; chunks are multiples of 16 rows so the ISA's row tiles stay whole.
     constexpr int64_t kRowTile = 16;
     const int64_t tiles = (N + kRowTile - 1) / kRowTile;

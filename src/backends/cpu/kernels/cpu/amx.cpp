@@ -164,44 +164,41 @@ void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
 // tile loads 16 rows; and x's factors (x_factor_rows).
 // bf16: x as tile 5 wants it, per 16 rows and chunk: [m_tile][chunk][r][row][4 bytes], rows past
 // M and elements past K zero.
-void pack_x(const MatmulArgs& a, uint8_t* packed, float* packed_scale) {
-  const int64_t m_tiles = (a.M + kTile - 1) / kTile;
+void pack_x(const MatmulArgs& a, int64_t tile_begin, int64_t tile_end, uint8_t* packed, float* packed_scale) {
   if (a.w_type != DType::BF16) {
     const int64_t stride = x_row_bytes(a.K);
-    for (int64_t m = 0; m < m_tiles * kTile; ++m) {
-      const int64_t copied = m < a.M ? a.K : 0;
-      if (copied > 0) std::memcpy(packed + m * stride, a.xq + m * a.K, static_cast<size_t>(copied));
-      std::memset(packed + m * stride + copied, 0, static_cast<size_t>(stride - copied));
-    }
-    // The factors, rows past M zero, so a tile's loop takes all 16 rows (its accumulators stay in
-    // registers) and writes only the real ones.
     const XFactorRows rows = x_factor_rows(a);
-    const int64_t padded = m_tiles * kTile;
     float* scales = packed_scale;
-    float* sums = packed_scale + padded * rows.scales;
-    std::memset(packed_scale, 0, static_cast<size_t>(padded * (rows.scales + rows.sums)) * 4);
-    if (super_as_chunks(a.w_type)) {
-      for (int64_t m = 0; m < a.M; ++m) {
-        for (int64_t c = 0; c < a.K / 32; ++c) {
-          const float scale = a.xq_scale[m * (a.K / kQK_K) + c / 8];
-          scales[m * rows.scales + c] = scale;
-          if (rows.sums > 0) {
-            const int16_t* bsum = a.xq_bsum + m * (a.K / 16) + 2 * c;
-            sums[m * rows.sums + c] = scale * static_cast<float>(bsum[0] + bsum[1]);
-          }
+    float* sums = packed_scale + (a.M + kTile - 1) / kTile * kTile * rows.scales;
+    for (int64_t m = tile_begin * kTile; m < tile_end * kTile; ++m) {
+      // Rows past M zero, factors included, so a tile's loop takes all 16 rows (its accumulators
+      // stay in registers) and writes only the real ones.
+      const bool real = m < a.M;
+      if (real) std::memcpy(packed + m * stride, a.xq + m * a.K, static_cast<size_t>(a.K));
+      std::memset(packed + m * stride + (real ? a.K : 0), 0, static_cast<size_t>(real ? stride - a.K : stride));
+      float* row_scales = scales + m * rows.scales;
+      float* row_sums = sums + m * rows.sums;
+      if (!real) {
+        std::memset(row_scales, 0, static_cast<size_t>(rows.scales) * 4);
+        std::memset(row_sums, 0, static_cast<size_t>(rows.sums) * 4);
+      } else if (super_as_chunks(a.w_type)) {  // q8_K's scale per 32, and per 32 scale * quant sum
+        for (int64_t c = 0; c < rows.scales; ++c) {
+          row_scales[c] = a.xq_scale[m * (a.K / kQK_K) + c / 8];
+          const int16_t* bsum = a.xq_bsum + m * (a.K / 16) + 2 * c;
+          if (rows.sums > 0) row_sums[c] = row_scales[c] * static_cast<float>(bsum[0] + bsum[1]);
         }
+      } else {
+        std::memcpy(row_scales, a.xq_scale + m * rows.scales, static_cast<size_t>(rows.scales) * 4);
+        if (rows.sums > 0) std::memcpy(row_sums, a.xq_sum + m * rows.sums, static_cast<size_t>(rows.sums) * 4);
       }
-      return;
     }
-    std::memcpy(scales, a.xq_scale, static_cast<size_t>(a.M * rows.scales) * 4);
-    if (rows.sums > 0) std::memcpy(sums, a.xq_sum, static_cast<size_t>(a.M * rows.sums) * 4);
     return;
   }
   const int64_t row_bytes = a.K * 2;
   const int64_t block_bytes = kBf16Chunk * 2;
   const int64_t blocks = (row_bytes + block_bytes - 1) / block_bytes;
   const auto* x = reinterpret_cast<const uint8_t*>(a.xb);
-  for (int64_t t = 0; t < m_tiles; ++t) {
+  for (int64_t t = tile_begin; t < tile_end; ++t) {
     for (int64_t b = 0; b < blocks; ++b) {
       uint8_t* tile = packed + (t * blocks + b) * kXBf16TileBytes;
       for (int64_t i = 0; i < kTile; ++i) {

@@ -138,7 +138,9 @@ struct Isa {
   // own for some weight types (amx: tiles of 16 rows): the bytes and floats that layout takes for
   // a's type and size (both 0: a type it does not pack), and the packing into it. nullptr elsewhere.
   void (*packed_x_size)(const MatmulArgs& a, size_t* bytes, size_t* scales) = nullptr;
-  void (*pack_x)(const MatmulArgs& a, uint8_t* packed, float* packed_scale) = nullptr;
+  // pack_x packs x's rows [16 tile_begin, 16 tile_end) (16-row tiles, so threads can share the work).
+  void (*pack_x)(const MatmulArgs& a, int64_t tile_begin, int64_t tile_end, uint8_t* packed,
+                 float* packed_scale) = nullptr;
   // Where not 0, batches of up to this many rows of x take other loops than larger ones, so a row
   // can differ in its last bits between the two (amx: 4). 0: one order for every M.
   int64_t small_batch_rows = 0;
