@@ -180,11 +180,10 @@ const char* mode_name(kernels::Q8Activations mode) {
 // rounded as llama.cpp rounds it for the type (reference.h ref_round_activations). The products of
 // each block are exact integers in both, so the tolerance is that of f32 accumulation, as in
 // test_matmul.cpp.
-void check_matmul(const Case& c, int threads) {
+void check_matmul_with(const Case& c, const Tensor& w, int threads) {
   ThreadPool pool(threads);
   const auto xv = random_floats(static_cast<size_t>(c.M * c.K), 21, -2.0f, 2.0f);
   Tensor x = f32_tensor(Shape{c.M, c.K}, xv, "x");
-  Tensor w = random_weight(c.dtype, c.N, c.K, 22);
   const auto bv = random_floats(static_cast<size_t>(c.N), 23);
   Tensor bias = f32_tensor(Shape{c.N}, bv, "bias");
   Tensor y = Tensor::host(DType::F32, Shape{c.M, c.N}, "y");
@@ -207,6 +206,42 @@ void check_matmul(const Case& c, int threads) {
           << " threads " << threads << " M " << c.M << " K " << c.K << " N " << c.N << " at (" << m << ", " << n << ")";
     }
   }
+}
+
+void check_matmul(const Case& c, int threads) {
+  check_matmul_with(c, random_weight(c.dtype, c.N, c.K, 22), threads);
+}
+
+// Super-blocks at the ends of the range of each element's scale * quant, which the amx level
+// multiplies inside its tiles for q2_k, q3_k and q6_k (amx.cpp, planes): pattern 0 and 1 the two
+// extremes, 2 a mix; every row a different order of them.
+std::vector<uint8_t> extreme_super_block(DType t, int pattern) {
+  const size_t bytes = dtype_traits(t).block_bytes;
+  std::vector<uint8_t> b(bytes, pattern == 0 ? 0x00 : 0xFF);
+  if (pattern == 2) {
+    for (size_t i = 0; i < bytes; ++i) b[i] = static_cast<uint8_t>(i * 37 + 11);
+  }
+  switch (t) {
+    case DType::Q2_K:  // 0: sc = m = 0; 1: sc 15 * q 3 = 45, m 15
+      put_half(b, 80, 0.01f);
+      put_half(b, 82, 0.02f);
+      break;
+    case DType::Q3_K:  // 0: (sc - 32) -32 * (q - 4) -4 = 128; 1: 31 * 3
+      put_half(b, 108, 0.01f);
+      break;
+    case DType::Q6_K:  // 0: sc -128 * (q - 32) -32 = 4096; 1: sc -1 * 31
+      if (pattern == 0) {
+        for (size_t s = 0; s < 16; ++s) b[192 + s] = 0x80;
+      }
+      if (pattern == 1) {
+        for (size_t s = 0; s < 8; ++s) b[192 + s] = 0x7F;  // 127 * 31 in the first half
+      }
+      put_half(b, 208, 0.001f);
+      break;
+    default:
+      ADD_FAILURE() << dtype_name(t);
+  }
+  return b;
 }
 
 std::vector<float> run_matmul(const Tensor& x, const Tensor& w, int threads) {
@@ -395,7 +430,7 @@ TEST(BlockTypes, MatmulEveryTypeLevelModeAndAwkwardShape) {
         kernels::set_q8_0_activations(mode);
         for (int64_t blocks : {1, 2, 3}) {
           for (int64_t M : {1, 3, 6}) {  // 6: tiles of 4 rows and of 2
-            for (int64_t N : {1, 5, 67}) check_matmul({t, M, blocks * block_of(t), N, (M + N) % 2 == 0}, 2);
+            for (int64_t N : {1, 5, 67}) check_matmul({t, M, blocks * block_of(t), N, (blocks + N + M) % 2 == 0}, 2);
           }
         }
         // Longer rows, prefill tiles past the register tile, decode with streams and a remainder.
@@ -403,6 +438,27 @@ TEST(BlockTypes, MatmulEveryTypeLevelModeAndAwkwardShape) {
         check_matmul({t, 17, 16 * block_of(t), 45, false}, 3);
         check_matmul({t, 1, 2 * block_of(t), 301, true}, 1);
       }
+    }
+  }
+}
+
+TEST(BlockTypes, ExtremeScaledQuantsMatchTheReference) {
+  SimdLevelGuard guard;
+  Q8ActivationsGuard mode_guard(kernels::Q8Activations::Q8_0);
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    for (DType t : {DType::Q2_K, DType::Q3_K, DType::Q6_K}) {
+      constexpr int64_t N = 19, supers = 3;
+      Tensor w = Tensor::host(t, Shape{N, supers * 256}, "w");
+      auto* bytes = static_cast<uint8_t*>(w.data());
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t g = 0; g < supers; ++g) {
+          const auto block = extreme_super_block(t, static_cast<int>((n + g) % 3));
+          std::memcpy(bytes + n * static_cast<int64_t>(w.row_bytes()) + g * static_cast<int64_t>(block.size()),
+                      block.data(), block.size());
+        }
+      }
+      for (int64_t M : {1, 6, 17}) check_matmul_with({t, M, supers * 256, N, M != 6}, w, 2);
     }
   }
 }

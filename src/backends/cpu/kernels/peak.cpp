@@ -34,9 +34,9 @@ constexpr int kPasses = 5;
 struct Level {
   std::string_view name;
   int bits;
-  bool vnni;  // q8_0 and q4_0 use vpdpbusd
+  bool vnni;  // q8_0, q4_0, the other blocks of 32 and iq4_xs use vpdpbusd
   bool bf16;  // bf16 weights use vdpbf16ps
-  bool amx;   // prefill of q8_0, q4_0 and bf16 uses AMX tiles
+  bool amx;   // prefill of bf16 and every block type uses AMX tiles
 };
 constexpr Level kLevels[] = {
     {"scalar", 0, false, false, false},     {"avx2", 256, false, false, false},

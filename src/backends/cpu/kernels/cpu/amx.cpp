@@ -116,6 +116,35 @@ constexpr bool super_as_chunks(DType t) {
   return t == DType::Q4_K || t == DType::Q5_K || t == DType::IQ4_XS;
 }
 
+// The bytes of one block of T (a compile-time constant in the unpackers' loops).
+template <DType T>
+constexpr size_t block_bytes() {
+  switch (T) {
+    case DType::Q4_1:
+      return sizeof(BlockQ4_1);
+    case DType::Q5_0:
+      return sizeof(BlockQ5_0);
+    case DType::Q5_1:
+      return sizeof(BlockQ5_1);
+    case DType::IQ4_NL:
+      return sizeof(BlockIQ4_NL);
+    case DType::Q2_K:
+      return sizeof(BlockQ2_K);
+    case DType::Q3_K:
+      return sizeof(BlockQ3_K);
+    case DType::Q4_K:
+      return sizeof(BlockQ4_K);
+    case DType::Q5_K:
+      return sizeof(BlockQ5_K);
+    case DType::Q6_K:
+      return sizeof(BlockQ6_K);
+    case DType::IQ4_XS:
+      return sizeof(BlockIQ4_XS);
+    default:
+      return 0;
+  }
+}
+
 // The weight types the tiles take against rounded x: q8_0, q4_0 and every block type.
 bool has_tiles(DType t) {
   return t == DType::Q8_0 || t == DType::Q4_0 || is_block_type(t);
@@ -270,7 +299,7 @@ void unpack_block_rows(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* r
     }
     const uint8_t* w = a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes;
     for (int64_t b = 0; b < blocks_per_row; ++b) {
-      const uint8_t* block = w + static_cast<size_t>(b) * dtype_traits(T).block_bytes;
+      const uint8_t* block = w + static_cast<size_t>(b) * block_bytes<T>();
       __m256i q;
       if constexpr (T == DType::Q4_1) q = blocks::nibbles<S>(block + 4);
       if constexpr (T == DType::Q5_0) {
@@ -403,7 +432,7 @@ void unpack_super_chunks(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t*
     }
     const uint8_t* w = a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes;
     for (int64_t g = 0; g < supers; ++g) {
-      decode_super_block<T>(a, w + static_cast<size_t>(g) * dtype_traits(T).block_bytes, sb);
+      decode_super_block<T>(a, w + static_cast<size_t>(g) * block_bytes<T>(), sb);
       std::memcpy(row + g * kQK_K, sb.q, kQK_K);
       for (int64_t j = 0; j < 8; ++j) {
         scales[(g * 8 + j) * kTile + i] = sb.d * static_cast<float>(sb.sc[2 * j]);
@@ -424,7 +453,7 @@ void write_tile(const MatmulArgs& a, int64_t t, int64_t n0, int64_t count, const
 
 // Sixteen weight rows as signed bytes, [16][K], to the B tiles of tdpbssd: per 32 elements of K, 8
 // rows of 64 bytes, row r holding bytes 4r..4r+3 of each of the 16 rows in turn (a packed q8_0
-// group's order). A sub-block of 16 is half of one: 4 rows, tile_step 256.
+// group's order).
 void rows_to_tiles(const int8_t* rows, int64_t K, uint8_t* tiles) {
   for (int64_t c = 0; c < K / 32; ++c) {
     __m256i out[2][8];
@@ -554,7 +583,7 @@ void block_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end, Unpack&& w
   configure_tiles(kBlockTiles);
   const XFactors xf = x_factors(a);
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
-  const int64_t group = tiles_per_group(kTile * a.K);
+  const int64_t group = tiles_per_group(kTile * x_row_bytes(a.K));
   for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
     const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
     for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
@@ -628,7 +657,7 @@ void unpack_super_rows(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* c
     }
     const uint8_t* w = a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes;
     for (int64_t g = 0; g < supers; ++g) {
-      decode_super_block<T>(a, w + static_cast<size_t>(g) * dtype_traits(T).block_bytes, sb);
+      decode_super_block<T>(a, w + static_cast<size_t>(g) * block_bytes<T>(), sb);
       d[g * kTile + i] = sb.d;
       dmin_neg[g * kTile + i] = -sb.dmin;
       const int64_t at = i * a.K + g * kQK_K;
@@ -701,7 +730,7 @@ void super_group_tiles(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n0, 
   const int64_t x_stride = x_row_bytes(a.K);
   const auto mask = static_cast<__mmask16>((1u << count) - 1);
   const __m512 bias = a.bias != nullptr ? _mm512_maskz_loadu_ps(mask, a.bias + n0) : _mm512_setzero_ps();
-  alignas(64) int32_t sums[2][3][kTile][kTile];
+  alignas(64) int32_t s[3][kTile][kTile];
   for (int64_t t = t0; t < t1; ++t) {
     const int8_t* x = reinterpret_cast<const int8_t*>(a.x_packed) + t * kTile * x_stride;
     const float* x_scale = a.x_packed_scale + t * kTile * supers;  // x_factor_rows: per 256
@@ -710,7 +739,6 @@ void super_group_tiles(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n0, 
     for (__m512& v : acc) v = _mm512_setzero_ps();
     multiply_super_block<kPlanes, kMins>(x, x_stride, planes, 0);
     for (int64_t g = 0; g < supers; ++g) {
-      auto& s = sums[g & 1];
       _tile_stored(0, s[0], 64);
       if constexpr (kPlanes == 2) _tile_stored(1, s[1], 64);
       if constexpr (kMins) _tile_stored(2, s[2], 64);
@@ -879,8 +907,8 @@ void packed_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 // Packed weights: the tiles for calls of more than kMaxVectorRows rows of x, else avx512bf16's
 // vector loops (the same sums in the same order).
 void matmul_packed_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  if (a.call_rows <= kMaxVectorRows || a.x_packed == nullptr)
-    return avx512_bf16_isa()->matmul_packed(a, n_begin, n_end);
+  // More rows always come with x's tile copy (matmul.cpp calls packed kernels only on rounded x).
+  if (a.call_rows <= kMaxVectorRows) return avx512_bf16_isa()->matmul_packed(a, n_begin, n_end);
   if (a.w_type == DType::Q8_0) return packed_tiles<DType::Q8_0>(a, n_begin, n_end);
   packed_tiles<DType::Q4_0>(a, n_begin, n_end);
 }

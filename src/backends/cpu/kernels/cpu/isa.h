@@ -43,7 +43,7 @@ struct MatmulArgs {
   // llama.cpp rounds it (core/half.h f32_to_bf16), [M, K] with rows K apart; else nullptr.
   const uint16_t* xb = nullptr;
   // On a level with its own layout of the rounded x for this weight type (Isa::pack_x): xq or xb
-  // in that layout, and xq's scales; else nullptr.
+  // in that layout, and x's factors in the level's own (amx: scales, then sums); else nullptr.
   const uint8_t* x_packed = nullptr;
   const float* x_packed_scale = nullptr;
   // w in cpu/packed_weights.h's layout (Layout::Packed, q8_0 or q4_0); then also, where the
@@ -160,8 +160,8 @@ const Isa* avx512_isa();
 // products by vpdpwssd), and that plus BF16 (bf16 weights by vdpbf16ps): avx512_dot.cpp.
 const Isa* avx512_vnni_isa();
 const Isa* avx512_bf16_isa();
-// avx512vnni plus AMX tiles: q8_0 and q4_0 against x rounded to q8_0 and q4_k, q5_k, q6_k against
-// x rounded to q8_K by tdpbssd, bf16 against x rounded to bf16 by tdpbf16ps (amx.cpp).
+// avx512vnni plus AMX tiles: every block type against x rounded for it (q8_0, q8_1 or q8_K) by
+// tdpbssd, bf16 against x rounded to bf16 by tdpbf16ps (amx.cpp).
 const Isa* amx_isa();
 
 // The level chosen at run time (see kernels/simd.h).
