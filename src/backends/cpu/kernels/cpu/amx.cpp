@@ -120,6 +120,10 @@ constexpr bool super_as_chunks(DType t) {
 template <DType T>
 constexpr size_t block_bytes() {
   switch (T) {
+    case DType::Q8_0:
+      return sizeof(BlockQ8_0);
+    case DType::Q4_0:
+      return sizeof(BlockQ4_0);
     case DType::Q4_1:
       return sizeof(BlockQ4_1);
     case DType::Q5_0:
@@ -249,42 +253,10 @@ void pack_x(const MatmulArgs& a, int64_t tile_begin, int64_t tile_end, uint8_t* 
   (void)packed_scale;
 }
 
-// Sixteen q8_0 / q4_0 weight rows from n0 (zero past n_end) as signed bytes, [16][K] (q4_0's
-// nibbles as q - 8), with the scales as f32, [block][16].
-template <DType T>
-void unpack_weights(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales) {
-  const int64_t blocks = a.K / kBlock;
-  constexpr size_t kBlockBytes = T == DType::Q8_0 ? sizeof(BlockQ8_0) : sizeof(BlockQ4_0);
-  for (int64_t i = 0; i < kTile; ++i) {
-    int8_t* row = rows + i * a.K;
-    if (n0 + i >= n_end) {
-      std::memset(row, 0, static_cast<size_t>(a.K));
-      for (int64_t b = 0; b < blocks; ++b) scales[b * kTile + i] = 0.0f;
-      continue;
-    }
-    const uint8_t* w = a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes;
-    for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* block = w + b * kBlockBytes;
-      uint16_t d;
-      std::memcpy(&d, block, 2);
-      scales[b * kTile + i] = a.f16_table[d];
-      if constexpr (T == DType::Q8_0) {
-        std::memcpy(row + b * kBlock, block + 2, kBlock);
-      } else {
-        // Elements 0-15 are the low nibbles of the 16 bytes, 16-31 the high ones.
-        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
-        const __m128i low = _mm_and_si128(bytes, _mm_set1_epi8(15));
-        const __m128i high = _mm_and_si128(_mm_srli_epi16(bytes, 4), _mm_set1_epi8(15));
-        const __m256i q = _mm256_sub_epi8(_mm256_set_m128i(high, low), _mm256_set1_epi8(8));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + b * kBlock), q);
-      }
-    }
-  }
-}
-
-// Sixteen q4_1, q5_0, q5_1 or iq4_nl rows from n0 (zero past n_end): the integers each element's
-// value multiplies (quant_blocks.cpp's block32_quants), decoded 32 at a time in vectors, [16][K],
-// and the factors, scales[b][16] and mins[b][16] (WeightTiles).
+// Sixteen rows of a block type of 32 (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl) from n0 (zero past
+// n_end): the integers each element's value multiplies (q4_0's q - 8, quant_blocks.cpp's
+// block32_quants for the rest), decoded 32 at a time in vectors, [16][K], and the factors,
+// scales[b][16] and mins[b][16] (WeightTiles).
 template <DType T>
 void unpack_block_rows(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales, float* mins) {
   using S = AmxTraits;
@@ -301,6 +273,8 @@ void unpack_block_rows(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* r
     for (int64_t b = 0; b < blocks_per_row; ++b) {
       const uint8_t* block = w + static_cast<size_t>(b) * block_bytes<T>();
       __m256i q;
+      if constexpr (T == DType::Q8_0) q = blocks::load32<S>(block + 2);
+      if constexpr (T == DType::Q4_0) q = _mm256_sub_epi8(blocks::nibbles<S>(block + 2), _mm256_set1_epi8(8));
       if constexpr (T == DType::Q4_1) q = blocks::nibbles<S>(block + 4);
       if constexpr (T == DType::Q5_0) {
         q = _mm256_or_si256(blocks::nibbles<S>(block + 6), blocks::fifth_bits<S>(blocks::u32_at<S>(block + 2)));
@@ -607,9 +581,7 @@ void unpacked_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   float* scales = factors;
   float* mins = factors + blocks * kTile;
   block_tiles<kMins>(a, n_begin, n_end, [&](int64_t n0) {
-    if constexpr (T == DType::Q8_0 || T == DType::Q4_0) {
-      unpack_weights<T>(a, n0, n_end, rows, scales);
-    } else if constexpr (super_as_chunks(T)) {
+    if constexpr (super_as_chunks(T)) {
       unpack_super_chunks<T>(a, n0, n_end, rows, scales, mins);
     } else {
       unpack_block_rows<T>(a, n0, n_end, rows, scales, mins);
