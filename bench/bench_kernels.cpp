@@ -147,7 +147,8 @@ void BM_Prefill(benchmark::State& state) {
   Tensor y = Tensor::host(DType::F32, Shape{M, N});
   // Measured right before the loop with the same threads, as BM_Gemv's bandwidth.
   const std::string level = kernels::simd_level();
-  const std::optional<kernels::PeakInstruction> instruction = kernels::prefill_instruction(dtype, level);
+  const std::optional<kernels::PeakInstruction> instruction =
+      kernels::prefill_instruction(dtype, level, w.layout() == Layout::Packed);
   const double peak = instruction ? kernels::measure_peak_ops(*instruction, level, pool) : 0.0;
   for (auto _ : state) {
     kernels::matmul(x, w, nullptr, y, pool);

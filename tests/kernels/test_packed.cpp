@@ -3,6 +3,7 @@
 // for bit the same for any batch, split and level that has packed kernels, and the row readers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -18,7 +19,31 @@ using namespace ferry::test;
 
 namespace {
 
-constexpr DType kPackable[] = {DType::Q8_0, DType::Q4_0};
+constexpr DType kPackable[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K};
+
+// A K for each packable type: whole blocks of 32, or super-blocks of 256 for q4_k.
+int64_t packable_k(DType dtype, int64_t blocks_of_32) {
+  return dtype == DType::Q4_K ? (blocks_of_32 + 7) / 8 * 256 : blocks_of_32 * 32;
+}
+
+// Where byte i of row r's standard row sits in its packed 16-row group (packed_weights.h),
+// written from the layout's description.
+size_t packed_position(DType dtype, int64_t K, int64_t r, int64_t i) {
+  if (dtype == DType::Q4_K) {
+    const int64_t section = i / 144, byte = i % 144;
+    size_t at = static_cast<size_t>(section) * 16 * 144;
+    if (byte < 2) return at + static_cast<size_t>(2 * r + byte);               // d
+    if (byte < 4) return at + static_cast<size_t>(32 + 2 * r + byte - 2);      // dmin
+    if (byte < 16) return at + static_cast<size_t>(64 + 16 * (byte - 4) + r);  // scale planes
+    const int64_t q = byte - 16;                                               // qs[q]: unit q / 4
+    return at + static_cast<size_t>(256 + ((q / 4) * 16 + r) * 4 + q % 4);
+  }
+  const int64_t blocks = K / 32, quant_bytes = dtype == DType::Q8_0 ? 32 : 16;
+  const int64_t b = i / (2 + quant_bytes), in_block = i % (2 + quant_bytes);
+  if (in_block < 2) return static_cast<size_t>((b * 16 + r) * 2 + in_block);
+  const int64_t unit = (b * quant_bytes + in_block - 2) / 4;
+  return static_cast<size_t>(blocks * 32 + (unit * 16 + r) * 4 + (in_block - 2) % 4);
+}
 
 Tensor copy_of(const Tensor& w) {
   Tensor t = Tensor::host(w.dtype(), w.shape(), w.name());
@@ -45,28 +70,23 @@ bool level_has_packed_kernels() {
 }  // namespace
 
 TEST(PackedWeights, LayoutIsTheSpecifiedOneAndUnpacksToTheSameRows) {
-  // packed_weights.h: per 16-row group, scales [block][row] as f16, then 4-byte units [unit][row]
-  // of the rows' quant bytes in order.
+  // packed_weights.h: q8_0 / q4_0 per 16-row group scales [block][row] as f16, then 4-byte units
+  // [unit][row] of the rows' quant bytes in order; q4_k per super-block d, dmin, 12 scale planes
+  // and qs units.
   for (DType dtype : kPackable) {
-    const int64_t N = 32, K = 96, blocks = K / 32;
+    const int64_t N = 32, K = packable_k(dtype, dtype == DType::Q4_K ? 16 : 3);
     const Tensor w = random_weight(dtype, N, K, 21);
     const Tensor p = packed_copy(w);
     ASSERT_EQ(p.layout(), Layout::Packed);
     ASSERT_EQ(w.layout(), Layout::Rows);
     const size_t row_bytes = w.row_bytes();
-    const int64_t quant_bytes = dtype == DType::Q8_0 ? 32 : 16;
     for (int64_t n = 0; n < N; ++n) {
       const auto* row = static_cast<const uint8_t*>(w.row(n));
       const auto* group = static_cast<const uint8_t*>(p.data()) + static_cast<size_t>(n / 16) * 16 * row_bytes;
-      const int64_t r = n % 16;
-      for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* block = row + b * (2 + quant_bytes);
-        ASSERT_EQ(0, std::memcmp(group + (b * 16 + r) * 2, block, 2)) << dtype_name(dtype) << " row " << n;
-        for (int64_t i = 0; i < quant_bytes; ++i) {
-          const int64_t unit = (b * quant_bytes + i) / 4;
-          ASSERT_EQ(group[blocks * 32 + (unit * 16 + r) * 4 + i % 4], block[2 + i])
-              << dtype_name(dtype) << " row " << n << " block " << b << " byte " << i;
-        }
+      for (int64_t i = 0; i < static_cast<int64_t>(row_bytes); ++i) {
+        const size_t at = packed_position(dtype, K, n % 16, i);
+        ASSERT_LT(at, 16 * row_bytes);
+        ASSERT_EQ(group[at], row[i]) << dtype_name(dtype) << " row " << n << " byte " << i;
       }
     }
     // Embedding and to_f32 read the packed rows as the original ones, at every level.
@@ -99,11 +119,9 @@ TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
     for (kernels::Q8Activations mode : {kernels::Q8Activations::Q8_0, kernels::Q8Activations::F32}) {
       kernels::set_q8_0_activations(mode);
       for (DType dtype : kPackable) {
-        for (auto [M, K, N] : {std::tuple<int64_t, int64_t, int64_t>{1, 32, 16},
-                               {3, 96, 48},
-                               {5, 64, 32},
-                               {17, 128, 16},
-                               {35, 4096, 32}}) {
+        for (auto [M, blocks, N] :
+             {std::tuple<int64_t, int64_t, int64_t>{1, 1, 16}, {3, 3, 48}, {5, 2, 32}, {17, 4, 16}, {35, 128, 32}}) {
+          const int64_t K = packable_k(dtype, blocks);
           const auto xv = random_floats(static_cast<size_t>(M * K), 31);
           const Tensor x = f32_tensor(Shape{M, K}, xv, "x");
           const Tensor w = random_weight(dtype, N, K, 32);
@@ -114,23 +132,19 @@ TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
           const auto y = run_matmul(x, p, 2, with_bias ? &bias : nullptr);
           const auto* wp = static_cast<const uint8_t*>(w.data());
           for (int64_t m = 0; m < M; ++m) {
-            std::vector<double> xe;
             const std::vector<float> row(xv.begin() + m * K, xv.begin() + (m + 1) * K);
+            RefRounded xe;
             if (mode == kernels::Q8Activations::Q8_0) {
-              const std::vector<uint8_t> q = ref_quantize(DType::Q8_0, row);
-              for (int64_t k = 0; k < K; ++k) xe.push_back(ref_element(DType::Q8_0, q.data(), k));
+              xe = ref_round_activations(dtype, row);  // q8_0, or q8_K for q4_k
             } else {
-              xe.assign(row.begin(), row.end());
+              xe.x.assign(row.begin(), row.end());
             }
             for (int64_t n = 0; n < N; ++n) {
-              double ref = with_bias ? bv[static_cast<size_t>(n)] : 0.0;
-              double magnitude = std::fabs(ref);
-              for (int64_t k = 0; k < K; ++k) {
-                const double prod = xe[static_cast<size_t>(k)] * ref_element(dtype, wp + n * w.row_bytes(), k);
-                ref += prod;
-                magnitude += std::fabs(prod);
-              }
-              ASSERT_NEAR(y[static_cast<size_t>(m * N + n)], ref, 1e-5 * magnitude + 1e-30)
+              double magnitude = 0.0;
+              const double dot = ref_dot_rounded(dtype, wp + n * w.row_bytes(), xe, &magnitude);
+              const double b = with_bias ? bv[static_cast<size_t>(n)] : 0.0;
+              magnitude += std::fabs(b);
+              ASSERT_NEAR(y[static_cast<size_t>(m * N + n)], dot + b, 1e-5 * magnitude + 1e-30)
                   << dtype_name(dtype) << " " << level << " M " << M << " K " << K << " N " << N << " at (" << m << ", "
                   << n << ")";
             }
@@ -151,7 +165,7 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
   int packed_levels = 0;
   for (DType dtype : kPackable) {
-    const int64_t M = 37, K = 352, N = 80;
+    const int64_t M = 37, K = dtype == DType::Q4_K ? 768 : 352, N = 80;
     const auto xv = random_floats(static_cast<size_t>(M * K), 41);
     const Tensor x = f32_tensor(Shape{M, K}, xv, "x");
     const Tensor p = packed_copy(random_weight(dtype, N, K, 42));
@@ -182,6 +196,23 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   if (packed_levels == 0) GTEST_SKIP() << "no level with packed kernels (avx512vnni and above) on this CPU";
 }
 
+TEST(PackedWeights, Q4KTilesGiveTheBitsOfTheRowsAsStored) {
+  // amx: q4_k's tiles take chunks of 32 from either layout with the same f32 operations, so the
+  // packed weight's batch (and, through the bit-identity above, its vector loops) gives the bits
+  // of the rows as stored. A K of 3 super-blocks: an odd count of chunk pairs in flight.
+  SimdLevelGuard guard;
+  Q8ActivationsGuard mode_guard;
+  kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
+  const auto levels = kernels::available_simd_levels();
+  if (std::find(levels.begin(), levels.end(), "amx") == levels.end()) GTEST_SKIP() << "no amx level on this CPU";
+  kernels::set_simd_level("amx");
+  const int64_t M = 21, K = 768, N = 48;
+  const Tensor x = f32_tensor(Shape{M, K}, random_floats(static_cast<size_t>(M * K), 61), "x");
+  const Tensor w = random_weight(DType::Q4_K, N, K, 62);
+  const Tensor bias = f32_tensor(Shape{N}, random_floats(static_cast<size_t>(N), 63), "bias");
+  EXPECT_EQ(run_matmul(x, packed_copy(w), 2, &bias), run_matmul(x, w, 2, &bias));
+}
+
 TEST(PackedWeights, WhichWeightsArePacked) {
   SimdLevelGuard guard;
   for (const std::string& level : kernels::available_simd_levels()) {
@@ -189,9 +220,10 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     const bool packs = level_has_packed_kernels();
     EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs) << level;
+    EXPECT_EQ(kernels::repacks_weight(DType::Q4_K, Shape{32, 256}), packs) << level;
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{33, 64})) << level << ": not whole groups of 16 rows";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{64})) << level << ": a vector";
-    EXPECT_FALSE(kernels::repacks_weight(DType::Q4_K, Shape{32, 256})) << level;
+    EXPECT_FALSE(kernels::repacks_weight(DType::Q6_K, Shape{32, 256})) << level;
     EXPECT_FALSE(kernels::repacks_weight(DType::BF16, Shape{32, 64})) << level;
   }
   // The packed kernels take x rounded to q8_0: with f32 activations nothing is packed.
@@ -212,6 +244,6 @@ TEST(PackedWeights, OtherKernelsAndReshapeRefuseAPackedWeight) {
   std::vector<Tensor*> inputs{&p, &ones};
   expect_error(ErrorKind::Internal, [&] { kernels::compute(Op::Add, std::monostate{}, inputs, out, pool); },
                {"add", "'w'", "repacked weight"});
-  Tensor rows = random_weight(DType::Q4_K, 16, 256, 52);
-  expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(rows, pool); }, {"'w'", "q4_k"});
+  Tensor rows = random_weight(DType::Q6_K, 16, 256, 52);
+  expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(rows, pool); }, {"'w'", "q6_k"});
 }

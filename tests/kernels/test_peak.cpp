@@ -132,6 +132,11 @@ TEST(PeakPrefillInstruction, FollowsTheWeightTypeAndLevel) {
     EXPECT_EQ(kernels::prefill_instruction(row.dtype, row.level), std::optional<PeakInstruction>(row.expected))
         << dtype_name(row.dtype) << " at " << row.level;
   }
+  // Repacked at load: q4_k by vpdpbusd at the VNNI levels, the tiles at amx.
+  EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "avx512vnni", true), PeakInstruction::Vnni);
+  EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "avx512bf16", true), PeakInstruction::Vnni);
+  EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "amx", true), PeakInstruction::AmxInt8);
+  EXPECT_EQ(kernels::prefill_instruction(DType::Q4_0, "avx512vnni", true), PeakInstruction::Vnni);
 }
 
 TEST(PeakProbe, FmaRunsAtEveryAvailableVectorLevel) {

@@ -506,7 +506,7 @@ double measure_peak_ops(PeakInstruction instruction, std::string_view simd_level
   return best;
 }
 
-std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_view simd_level) {
+std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_view simd_level, bool packed) {
   const Level* level = find_level(simd_level);
   if (level == nullptr || level->bits == 0) return std::nullopt;
   switch (w_type) {
@@ -524,9 +524,10 @@ std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_vie
       if (!cpu::is_block_type(w_type)) break;
       // amx: tdpbssd on every block type's unpacked quants (amx.cpp). Below it, the VNNI levels
       // take the blocks of 32 and iq4_xs's chunks by vpdpbusd (avx512_dot.cpp), the k-quants by
-      // vpmaddubsw (simd_blocks.h), as every level without VNNI takes them all.
+      // vpmaddubsw (simd_blocks.h), as every level without VNNI takes them all; repacked q4_k
+      // goes by vpdpbusd too.
       if (level->amx) return PeakInstruction::AmxInt8;
-      if (level->vnni && (w_type == DType::Q4_1 || w_type == DType::Q5_0 || w_type == DType::Q5_1 ||
+      if (level->vnni && (packed || w_type == DType::Q4_1 || w_type == DType::Q5_0 || w_type == DType::Q5_1 ||
                           w_type == DType::IQ4_NL || w_type == DType::IQ4_XS)) {
         return PeakInstruction::Vnni;
       }

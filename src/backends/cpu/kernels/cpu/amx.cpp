@@ -13,7 +13,7 @@
 // acc = fma(weight min, x's scaled sum, acc), block after block. q2_k, q3_k and q6_k go per
 // super-block of 256 instead, their sub-blocks' scales inside the tiles' integer sums (planes,
 // below). Either way every output is the same sequence of f32 operations whatever the tile it
-// sits in or the thread, and for packed q8_0 / q4_0 the vector loops' sequence (avx512_dot.cpp).
+// sits in or the thread, and for packed q8_0 / q4_0 / q4_k the vector loops' sequence (avx512_dot.cpp).
 // Up to kMaxVectorRows rows of x (decode) take the vector loops of avx512bf16 instead; for the
 // weights not packed, the same exact products summed in another order: on this level a row's
 // result alone and in a batch of more than kMaxVectorRows can differ in the last bits.
@@ -22,6 +22,7 @@
 // AMX never lists this level.
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "backends/cpu/kernels/cpu/amx_tiles.h"
@@ -61,6 +62,7 @@ enum class Scratch { WeightRows, WeightTiles, WeightFactors, PaddedFirst, Padded
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,amx-tile,amx-int8,amx-bf16")
 #endif
 
+#include "backends/cpu/kernels/cpu/packed_q4_k.h"        // templates only, as simd_block_decode.h
 #include "backends/cpu/kernels/cpu/simd_block_decode.h"  // templates only: its headers are included above
 
 namespace ferry::kernels::cpu {
@@ -876,12 +878,56 @@ void packed_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   });
 }
 
+// Packed q4_k (packed_weights.h), in chunks of 32 as the rows stored are (super_as_chunks): a
+// unit's low nibbles are row c of sub-block 2p's B tile, its high ones of 2p + 1's, and the
+// factors come from packed_q4_k.h as the vector loops take them: the same bits as both.
+void packed_q4_k_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  using S = AmxTraits;
+  const int64_t supers = a.K / kQK_K;
+  const int64_t chunks = a.K / kBlock;
+  const size_t group_bytes = a.w_row_bytes * kTile;
+  auto* tiles = static_cast<uint8_t*>(scratch(Scratch::WeightTiles, static_cast<size_t>(chunks * 512), false));
+  auto* factors =
+      static_cast<float*>(scratch(Scratch::WeightFactors, static_cast<size_t>(2 * chunks * kTile) * 4, false));
+  float* scales = factors;
+  float* mins = factors + chunks * kTile;
+  block_tiles<true>(a, n_begin, n_end, [&](int64_t n0) {
+    const uint8_t* weights = a.w + static_cast<size_t>(n0 / kTile) * group_bytes;
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int64_t s = 0; s < supers; ++s) {
+      const uint8_t* section = weights + s * kPackedQ4KSection;
+      const __m512 d = packed_q4_k::d<S>(section);
+      const __m512 dmin_neg = packed_q4_k::dmin_neg<S>(section);
+      const packed_q4_k::Scales sc = packed_q4_k::scales<S>(section);
+      float* chunk_scales = scales + s * 8 * kTile;
+      float* chunk_mins = mins + s * 8 * kTile;
+      [&]<int... J>(std::integer_sequence<int, J...>) {
+        ((_mm512_storeu_ps(chunk_scales + J * kTile, packed_q4_k::factor<S, J>(sc.sc, d)),
+          _mm512_storeu_ps(chunk_mins + J * kTile, packed_q4_k::factor<S, J>(sc.m, dmin_neg))),
+         ...);
+      }
+      (std::make_integer_sequence<int, 8>{});
+      const uint8_t* units = section + kPackedQ4KQuants;
+      uint8_t* out = tiles + s * 8 * 512;
+      for (int64_t p = 0; p < 4; ++p) {
+        for (int64_t c = 0; c < 8; ++c) {
+          const __m512i w = _mm512_loadu_si512(units + (8 * p + c) * 64);
+          _mm512_storeu_si512(out + 2 * p * 512 + c * 64, _mm512_and_si512(w, low4));
+          _mm512_storeu_si512(out + (2 * p + 1) * 512 + c * 64, _mm512_and_si512(_mm512_srli_epi16(w, 4), low4));
+        }
+      }
+    }
+    return WeightTiles{tiles, 512, scales, mins};
+  });
+}
+
 // Packed weights: the tiles for calls of more than kMaxVectorRows rows of x, else avx512bf16's
 // vector loops (the same sums in the same order).
 void matmul_packed_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   // More rows always come with x's tile copy (matmul.cpp calls packed kernels only on rounded x).
   if (a.call_rows <= kMaxVectorRows) return avx512_bf16_isa()->matmul_packed(a, n_begin, n_end);
   if (a.w_type == DType::Q8_0) return packed_tiles<DType::Q8_0>(a, n_begin, n_end);
+  if (a.w_type == DType::Q4_K) return packed_q4_k_tiles(a, n_begin, n_end);
   packed_tiles<DType::Q4_0>(a, n_begin, n_end);
 }
 

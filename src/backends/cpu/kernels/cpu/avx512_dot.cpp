@@ -53,6 +53,7 @@ namespace {
 #include "backends/cpu/kernels/cpu/simd_blocks.h"
 // After both: the traits use their helpers.
 #include "backends/cpu/kernels/cpu/avx512_traits.h"
+#include "backends/cpu/kernels/cpu/packed_q4_k.h"
 
 namespace ferry::kernels::cpu {
 namespace {
@@ -485,11 +486,100 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
   }
 }
 
+// Packed q4_k (packed_weights.h) against x rounded to q8_K, the 16 rows of a group in the 16
+// lanes. Per sub-block of 32, each row's exact integer dot product: the low nibbles (sub-block 2p)
+// against x by 8 vpdpbusd, the high ones kept in place (16 q, and the sum shifted back down by 4:
+// exact) by 8 more; then, sub-block after sub-block,
+//   acc = fma(f32(dot), (d * sc) * x's scale, acc), acc = fma(-(dmin * m), x's scale * f32(x's
+//   sum over the sub-block), acc):
+// the f32 operations of amx.cpp's tiles for q4_k in chunks of 32, so both give the same bits.
+// The instantiation tag of packed_q4_k.h's helpers in this file.
+struct Avx512Dot {};
+
+template <int MR, int G>
+void packed_q4_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+  using S = Avx512Dot;
+  const int64_t supers = a.K / kQK_K;
+  __m512 acc[G][MR];
+  for (int g = 0; g < G; ++g) {
+    for (int m = 0; m < MR; ++m) acc[g][m] = _mm512_setzero_ps();
+  }
+  for (int64_t s = 0; s < supers; ++s) {
+    const int8_t* x[MR];
+    __m512 x_scale[MR];
+    float x_sum[MR][8];  // x's scale times the sum of its quants, per sub-block
+    for (int m = 0; m < MR; ++m) {
+      x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
+      const float scale = a.xq_scale[(m0 + m) * supers + s];
+      x_scale[m] = _mm512_set1_ps(scale);
+      const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
+      for (int j = 0; j < 8; ++j) x_sum[m][j] = scale * static_cast<float>(bsum[2 * j] + bsum[2 * j + 1]);
+    }
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* section = group[g] + s * kPackedQ4KSection;
+      if (G > 1 && a.prefetch) {
+        for (int64_t off = 0; off < kPackedQ4KQuants; off += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(section + off + kPackedPrefetchBytes), _MM_HINT_T0);
+      }
+      const __m512 d = packed_q4_k::d<S>(section);
+      const __m512 dmin_neg = packed_q4_k::dmin_neg<S>(section);
+      const packed_q4_k::Scales sc = packed_q4_k::scales<S>(section);
+      const uint8_t* units = section + kPackedQ4KQuants;
+      auto pair = [&](auto P) {  // sub-blocks 2p (low nibbles) and 2p + 1 (high)
+        constexpr int kP = decltype(P)::value;
+        __m512i low[MR], high[MR];
+        for (int m = 0; m < MR; ++m) low[m] = high[m] = _mm512_setzero_si512();
+        for (int c = 0; c < 8; ++c) {
+          const uint8_t* unit = units + (8 * kP + c) * 64;
+          if (G > 1 && a.prefetch)
+            _mm_prefetch(reinterpret_cast<const char*>(unit + kPackedPrefetchBytes), _MM_HINT_T0);
+          const __m512i w = _mm512_loadu_si512(unit);
+          const __m512i w_low = _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
+          const __m512i w_high = _mm512_and_si512(w, _mm512_set1_epi8(static_cast<char>(0xF0)));
+          for (int m = 0; m < MR; ++m) {
+            low[m] = _mm512_dpbusd_epi32(low[m], w_low, broadcast4(x[m] + 64 * kP + 4 * c));
+            high[m] = _mm512_dpbusd_epi32(high[m], w_high, broadcast4(x[m] + 64 * kP + 32 + 4 * c));
+          }
+        }
+        const __m512 scale_low = packed_q4_k::factor<S, 2 * kP>(sc.sc, d);
+        const __m512 min_low = packed_q4_k::factor<S, 2 * kP>(sc.m, dmin_neg);
+        const __m512 scale_high = packed_q4_k::factor<S, 2 * kP + 1>(sc.sc, d);
+        const __m512 min_high = packed_q4_k::factor<S, 2 * kP + 1>(sc.m, dmin_neg);
+        for (int m = 0; m < MR; ++m) {
+          __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low[m]), _mm512_mul_ps(scale_low, x_scale[m]), acc[g][m]);
+          v = _mm512_fmadd_ps(min_low, _mm512_set1_ps(x_sum[m][2 * kP]), v);
+          const __m512i high_dot = _mm512_srai_epi32(high[m], 4);
+          v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high_dot), _mm512_mul_ps(scale_high, x_scale[m]), v);
+          acc[g][m] = _mm512_fmadd_ps(min_high, _mm512_set1_ps(x_sum[m][2 * kP + 1]), v);
+        }
+      };
+      blocks::unroll<0, 4>(pair);
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0[g]) : _mm512_setzero_ps();
+    for (int m = 0; m < MR; ++m) {
+      _mm512_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g], _mm512_add_ps(acc[g][m], bias));
+    }
+  }
+}
+
+// One packed layout's loop for G groups of weight rows and MR rows of x (offsets: packed_rows').
+template <DType T, int MR, int G>
+void packed_type_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G],
+                      const int32_t* offsets = nullptr) {
+  if constexpr (T == DType::Q4_K) {
+    packed_q4_k_rows<MR, G>(a, m0, group, n0);
+  } else {
+    packed_rows<T, MR, G>(a, m0, group, n0, offsets);
+  }
+}
+
 template <DType T, int MR>
 void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t n0, const int32_t* offsets) {
   const uint8_t* const groups[1] = {group};
   const int64_t starts[1] = {n0};
-  packed_rows<T, MR, 1>(a, m0, groups, starts, offsets);
+  packed_type_rows<T, MR, 1>(a, m0, groups, starts, offsets);
 }
 
 // One row of x (decode) reads every weight once and is bound by memory: it takes kStreams groups
@@ -499,7 +589,9 @@ void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t
 // vpdpbusd's latency.
 template <DType T>
 void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  constexpr int kPackedBatchRows = 8;
+  // q4_k: each row of x keeps two chains per sub-block pair besides its accumulator; eight rows'
+  // would not fit the 32 registers.
+  constexpr int kPackedBatchRows = T == DType::Q4_K ? 4 : 8;
   const size_t group_bytes = a.w_row_bytes * kPackedRows;
   const auto group_at = [&](int64_t n0) { return a.w + static_cast<size_t>(n0 / kPackedRows) * group_bytes; };
   int64_t n_rest = n_begin;
@@ -513,7 +605,7 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
         n0[s] = n_begin + s * part + i;
         groups[s] = group_at(n0[s]);
       }
-      packed_rows<T, 1, kStreams>(a, 0, groups, n0);
+      packed_type_rows<T, 1, kStreams>(a, 0, groups, n0);
     }
     n_rest = n_begin + kStreams * part;
   }
@@ -524,7 +616,7 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
     int64_t m = 0;
     for (; m + kPackedBatchRows <= a.M; m += kPackedBatchRows)
       packed_group<T, kPackedBatchRows>(a, m, group, n0, offsets);
-    if (a.M - m >= 4) {
+    if (kPackedBatchRows > 4 && a.M - m >= 4) {
       packed_group<T, 4>(a, m, group, n0, offsets);
       m += 4;
     }
@@ -546,6 +638,7 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 
 void matmul_packed_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.w_type == DType::Q8_0) return packed_matmul<DType::Q8_0>(a, n_begin, n_end);
+  if (a.w_type == DType::Q4_K) return packed_matmul<DType::Q4_K>(a, n_begin, n_end);
   packed_matmul<DType::Q4_0>(a, n_begin, n_end);
 }
 

@@ -1,16 +1,23 @@
-// The CPU backend's repacked weight layout (Layout::Packed): q8_0 and q4_0 matrices with N a
-// multiple of 16, reordered at load so that integer dot products read sixteen rows at once.
+// The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0 and q4_k matrices with N a
+// multiple of 16, reordered at load so that integer dot products read sixteen rows at once. The
+// bytes are the rows' own, only reordered: a group of 16 rows takes 16 * row_bytes, as the rows did.
 //
-// Rows go in groups of 16; a group takes the bytes of its 16 rows (16 * row_bytes), as:
+// q8_0 and q4_0: a group is
 //   scales: [K / 32][16] f16, block b's scale of row r at b * 16 + r;
 //   quants: units of 4 bytes, [K / 4 (q8_0) or K / 8 (q4_0)][16][4]: unit u of row r at
 //           (u * 16 + r) * 4, the row's block bytes 4u..4u+3 in order.
 //     q8_0: unit u holds quants 4u..4u+3 of the row (signed, as stored).
 //     q4_0: unit u = 4b + c holds bytes 4c..4c+3 of block b's nibbles: elements 32b + 4c + i in
 //           the low nibbles and 32b + 16 + 4c + i in the high ones (q + 8, as stored).
+// q4_k: a group is its super-blocks' sections, [K / 256][kPackedQ4KSection], each
+//   d:      [16] f16 at 0, row r's at 2r;
+//   dmin:   [16] f16 at 32;
+//   scales: the 12 packed scale bytes as 12 planes of 16 at 64: byte i of row r at 64 + 16 i + r;
+//   quants: [32][16][4] at 256: unit u of row r at 256 + (u * 16 + r) * 4, the row's qs bytes
+//           4u..4u+3: unit u = 8p + c holds elements 64p + 4c + i in the low nibbles (sub-block
+//           2p) and 64p + 32 + 4c + i in the high ones (sub-block 2p + 1).
 // So 64 bytes of quants are one 4-byte unit of each of the 16 rows: what vpdpbusd takes with the
-// rows in its 16 lanes, and a row of an AMX B tile (amx.cpp). The bytes are the rows' own, only
-// reordered.
+// rows in its 16 lanes, and (nibbles split) a row of an AMX B tile (amx.cpp).
 #pragma once
 
 #include <cstddef>
@@ -21,17 +28,25 @@
 namespace ferry::kernels::cpu {
 
 inline constexpr int64_t kPackedRows = 16;
+// One q4_k super-block of a group's 16 rows: d, dmin, the scale planes, the quant units.
+inline constexpr int64_t kPackedQ4KSection = 16 * 144;
+inline constexpr int64_t kPackedQ4KScales = 64;
+inline constexpr int64_t kPackedQ4KQuants = 256;
 
 constexpr bool is_packable_type(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K;
+}
+// The elements of K a packed row must come in: a block (32) or a super-block (256).
+constexpr int64_t packed_k_multiple(DType t) {
+  return t == DType::Q4_K ? 256 : 32;
 }
 // Quant bytes of one block of one row: 32 (q8_0) or 16 (q4_0).
 constexpr int64_t packed_block_quant_bytes(DType t) {
   return t == DType::Q8_0 ? 32 : 16;
 }
 
-// The 16 rows at `rows` (row_bytes apart, standard q8_0 or q4_0 rows of K elements) into `group`
-// (16 * row_bytes bytes, another buffer).
+// The 16 rows at `rows` (row_bytes apart, standard rows of K elements of a packable type) into
+// `group` (16 * row_bytes bytes, another buffer).
 void pack_group(DType type, const uint8_t* rows, size_t row_bytes, int64_t K, uint8_t* group);
 // Row r (0-15) of a packed group back to a standard row of K elements.
 void unpack_group_row(DType type, const uint8_t* group, int64_t K, int64_t r, uint8_t* row);

@@ -1,0 +1,59 @@
+// A packed q4_k section (packed_weights.h: one super-block of a group's 16 rows) in AVX-512
+// registers, the rows in the 16 lanes: the pieces the packed vector loops (avx512_dot.cpp) and the
+// AMX tiles (amx.cpp) share, so both see each sub-block's factors as the same f32 values. Include
+// only from inside a target region with AVX-512 F/BW; templates on the ISA's traits type S, so
+// each file gets its own instantiation compiled for its instruction set.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/kernels/cpu/packed_weights.h"
+
+namespace ferry::kernels::cpu::packed_q4_k {
+
+// The 16 rows' 6-bit scales and mins as bytes, sub-block j's in 128-bit lane j % 4 of [j / 4].
+struct Scales {
+  __m512i sc[2];
+  __m512i m[2];
+};
+
+// From the 12 scale planes (quant_blocks.h unpack_scales_k4, 16 rows at once): sub-blocks 0..3
+// take the low 6 bits of bytes 0..3 (scales) and 4..7 (mins); 4..7 their low 4 bits from the
+// nibbles of bytes 8..11 and their top 2 from the top bits of bytes 0..3 and 4..7. Planes 0..3,
+// 4..7 and 8..11 are one 64-byte vector each, plane i in lane i % 4.
+template <class S>
+inline Scales scales(const uint8_t* section) {
+  const __m512i p0 = _mm512_loadu_si512(section + kPackedQ4KScales);
+  const __m512i p1 = _mm512_loadu_si512(section + kPackedQ4KScales + 64);
+  const __m512i p2 = _mm512_loadu_si512(section + kPackedQ4KScales + 128);
+  const __m512i six = _mm512_set1_epi8(0x3F), low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
+  Scales s;
+  s.sc[0] = _mm512_and_si512(p0, six);
+  s.sc[1] = _mm512_or_si512(_mm512_and_si512(p2, low4), _mm512_and_si512(_mm512_srli_epi16(p0, 2), top2));
+  s.m[0] = _mm512_and_si512(p1, six);
+  s.m[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(p2, 4), low4),
+                           _mm512_and_si512(_mm512_srli_epi16(p1, 2), top2));
+  return s;
+}
+
+// The 16 rows' d, and -dmin (the sign flipped, exactly -(dmin)), as f32.
+template <class S>
+inline __m512 d(const uint8_t* section) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(section)));
+}
+template <class S>
+inline __m512 dmin_neg(const uint8_t* section) {
+  const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(section + 32)));
+  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(dmin), _mm512_set1_epi32(INT32_MIN)));
+}
+
+// Sub-block J's factor of the 16 rows: factor * its 6-bit value (bytes: Scales::sc or m), exact
+// (an f16 times at most 63). With d, the scale its dot products take (d * sc); with -dmin, its
+// min (-(dmin * m)).
+template <class S, int J>
+inline __m512 factor(const __m512i (&bytes)[2], __m512 factor) {
+  const __m128i lane = _mm512_extracti32x4_epi32(bytes[J / 4], J % 4);
+  return _mm512_mul_ps(factor, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lane)));
+}
+
+}  // namespace ferry::kernels::cpu::packed_q4_k
