@@ -108,6 +108,10 @@ void BM_GemvShape(benchmark::State& state) {
     weights.push_back(Tensor::host(dtype, Shape{N, K}));
     kernels::copy(first, weights.back(), pool);
   }
+  // As the CPU backend keeps them once loaded (FERRY_REPACK=off: the file's rows).
+  for (Tensor& w : weights) {
+    if (kernels::repacks_weight(dtype, w.shape())) w = kernels::repack_weight(w, pool);
+  }
   Tensor x = random_f32(Shape{1, K}, 2);
   Tensor y = Tensor::host(DType::F32, Shape{1, N});
   const double bandwidth = kernels::measure_read_bandwidth(pool);
@@ -121,11 +125,12 @@ void BM_GemvShape(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
   state.counters["of_read_bw"] = benchmark::Counter(bytes / bandwidth, benchmark::Counter::kIsRate);
   state.counters["read_bw_GBps"] = bandwidth / 1e9;
-  state.SetLabel(std::string(dtype_name(dtype)) + " " + kernels::simd_level());
+  state.SetLabel(std::string(dtype_name(dtype)) + (weights.front().layout() == Layout::Packed ? " packed " : " ") +
+                 kernels::simd_level());
 }
 
 void ShapeArgs(benchmark::internal::Benchmark* b) {
-  for (DType dtype : {DType::BF16, DType::Q8_0}) {
+  for (DType dtype : {DType::BF16, DType::Q8_0, DType::Q4_K}) {
     for (auto [n, k] : {std::pair<int64_t, int64_t>{kHidden, kHidden},
                         {kKvWidth, kHidden},
                         {kFfn, kHidden},
@@ -145,7 +150,7 @@ BENCHMARK(BM_GemvShape)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeMatmuls)
     ->ArgsProduct({{static_cast<int64_t>(DType::BF16), static_cast<int64_t>(DType::Q8_0),
-                    static_cast<int64_t>(DType::Q4_0)},
+                    static_cast<int64_t>(DType::Q4_0), static_cast<int64_t>(DType::Q4_K)},
                    {1, 2}})
     ->ArgNames({"dtype", "threads"})
     ->UseRealTime()

@@ -486,6 +486,9 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
   }
 }
 
+// The instantiation tag of packed_q4_k.h's helpers in this file.
+struct Avx512Dot {};
+
 // Packed q4_k (packed_weights.h) against x rounded to q8_K, the 16 rows of a group in the 16
 // lanes. Per sub-block of 32, each row's exact integer dot product: the low nibbles (sub-block 2p)
 // against x by 8 vpdpbusd, the high ones kept in place (16 q, and the sum shifted back down by 4:
@@ -493,9 +496,6 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
 //   acc = fma(f32(dot), (d * sc) * x's scale, acc), acc = fma(-(dmin * m), x's scale * f32(x's
 //   sum over the sub-block), acc):
 // the f32 operations of amx.cpp's tiles for q4_k in chunks of 32, so both give the same bits.
-// The instantiation tag of packed_q4_k.h's helpers in this file.
-struct Avx512Dot {};
-
 template <int MR, int G>
 void packed_q4_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   using S = Avx512Dot;
@@ -515,18 +515,26 @@ void packed_q4_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
       const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
       for (int j = 0; j < 8; ++j) x_sum[m][j] = scale * static_cast<float>(bsum[2 * j] + bsum[2 * j + 1]);
     }
+    // Each group's factors first, then the sub-block pairs with the groups interleaved, so decode's
+    // streams advance 512 bytes at a time: a whole 2304-byte section per stream at a time read the
+    // weights about 10% slower from memory (bench_decode's q4_k shapes), in bursts the
+    // prefetchers fell behind.
+    __m512 d[G], dmin_neg[G];
+    packed_q4_k::Scales sc[G];
     for (int g = 0; g < G; ++g) {
       const uint8_t* section = group[g] + s * kPackedQ4KSection;
       if (G > 1 && a.prefetch) {
         for (int64_t off = 0; off < kPackedQ4KQuants; off += 64)
           _mm_prefetch(reinterpret_cast<const char*>(section + off + kPackedPrefetchBytes), _MM_HINT_T0);
       }
-      const __m512 d = packed_q4_k::d<S>(section);
-      const __m512 dmin_neg = packed_q4_k::dmin_neg<S>(section);
-      const packed_q4_k::Scales sc = packed_q4_k::scales<S>(section);
-      const uint8_t* units = section + kPackedQ4KQuants;
-      auto pair = [&](auto P) {  // sub-blocks 2p (low nibbles) and 2p + 1 (high)
-        constexpr int kP = decltype(P)::value;
+      d[g] = packed_q4_k::d<S>(section);
+      dmin_neg[g] = packed_q4_k::dmin_neg<S>(section);
+      sc[g] = packed_q4_k::scales<S>(section);
+    }
+    auto pair = [&](auto P) {  // sub-blocks 2p (low nibbles) and 2p + 1 (high)
+      constexpr int kP = decltype(P)::value;
+      for (int g = 0; g < G; ++g) {
+        const uint8_t* units = group[g] + s * kPackedQ4KSection + kPackedQ4KQuants;
         __m512i low[MR], high[MR];
         for (int m = 0; m < MR; ++m) low[m] = high[m] = _mm512_setzero_si512();
         for (int c = 0; c < 8; ++c) {
@@ -541,10 +549,10 @@ void packed_q4_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
             high[m] = _mm512_dpbusd_epi32(high[m], w_high, broadcast4(x[m] + 64 * kP + 32 + 4 * c));
           }
         }
-        const __m512 scale_low = packed_q4_k::factor<S, 2 * kP>(sc.sc, d);
-        const __m512 min_low = packed_q4_k::factor<S, 2 * kP>(sc.m, dmin_neg);
-        const __m512 scale_high = packed_q4_k::factor<S, 2 * kP + 1>(sc.sc, d);
-        const __m512 min_high = packed_q4_k::factor<S, 2 * kP + 1>(sc.m, dmin_neg);
+        const __m512 scale_low = packed_q4_k::factor<S, 2 * kP>(sc[g].sc, d[g]);
+        const __m512 min_low = packed_q4_k::factor<S, 2 * kP>(sc[g].m, dmin_neg[g]);
+        const __m512 scale_high = packed_q4_k::factor<S, 2 * kP + 1>(sc[g].sc, d[g]);
+        const __m512 min_high = packed_q4_k::factor<S, 2 * kP + 1>(sc[g].m, dmin_neg[g]);
         for (int m = 0; m < MR; ++m) {
           __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low[m]), _mm512_mul_ps(scale_low, x_scale[m]), acc[g][m]);
           v = _mm512_fmadd_ps(min_low, _mm512_set1_ps(x_sum[m][2 * kP]), v);
@@ -552,9 +560,9 @@ void packed_q4_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
           v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high_dot), _mm512_mul_ps(scale_high, x_scale[m]), v);
           acc[g][m] = _mm512_fmadd_ps(min_high, _mm512_set1_ps(x_sum[m][2 * kP + 1]), v);
         }
-      };
-      blocks::unroll<0, 4>(pair);
-    }
+      }
+    };
+    blocks::unroll<0, 4>(pair);
   }
   for (int g = 0; g < G; ++g) {
     const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0[g]) : _mm512_setzero_ps();

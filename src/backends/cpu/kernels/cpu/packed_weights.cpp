@@ -11,13 +11,14 @@ const uint8_t* row_block(DType type, const uint8_t* row, int64_t b) {
   return row + b * (2 + packed_block_quant_bytes(type));
 }
 
-// Where each byte of row r's q4_k super-block (BlockQ4_K: d, dmin, scales[12], qs[128]) sits in
-// its group's section: pack and unpack are the same walk in opposite directions.
-int64_t q4_k_section_offset(int64_t byte, int64_t r) {
-  if (byte < 4) return (byte / 2) * 32 + r * 2 + byte % 2;                // d, dmin
-  if (byte < 16) return kPackedQ4KScales + (byte - 4) * kPackedRows + r;  // scale planes
-  const int64_t q = byte - 16;
-  return kPackedQ4KQuants + ((q / 4) * kPackedRows + r) * 4 + q % 4;
+// The pieces of row r's q4_k super-block (BlockQ4_K: d, dmin, scales[12], qs[128]) and where its
+// group's section holds them: f(offset in the block, offset in the section, bytes).
+template <class F>
+void for_each_q4_k_piece(int64_t r, F&& f) {
+  f(0, 2 * r, 2);       // d
+  f(2, 32 + 2 * r, 2);  // dmin
+  for (int64_t i = 0; i < 12; ++i) f(4 + i, kPackedQ4KScales + 16 * i + r, 1);
+  for (int64_t u = 0; u < 32; ++u) f(16 + 4 * u, kPackedQ4KQuants + (u * 16 + r) * 4, 4);
 }
 
 }  // namespace
@@ -25,9 +26,10 @@ int64_t q4_k_section_offset(int64_t byte, int64_t r) {
 void pack_group(DType type, const uint8_t* rows, size_t row_bytes, int64_t K, uint8_t* group) {
   if (type == DType::Q4_K) {
     for (int64_t r = 0; r < kPackedRows; ++r) {
-      const uint8_t* row = rows + static_cast<size_t>(r) * row_bytes;
       for (int64_t g = 0; g < K / 256; ++g) {
-        for (int64_t i = 0; i < 144; ++i) group[g * kPackedQ4KSection + q4_k_section_offset(i, r)] = row[g * 144 + i];
+        const uint8_t* block = rows + static_cast<size_t>(r) * row_bytes + g * 144;
+        uint8_t* section = group + g * kPackedQ4KSection;
+        for_each_q4_k_piece(r, [&](int64_t at, int64_t to, size_t n) { std::memcpy(section + to, block + at, n); });
       }
     }
     return;
@@ -51,7 +53,9 @@ void pack_group(DType type, const uint8_t* rows, size_t row_bytes, int64_t K, ui
 void unpack_group_row(DType type, const uint8_t* group, int64_t K, int64_t r, uint8_t* row) {
   if (type == DType::Q4_K) {
     for (int64_t g = 0; g < K / 256; ++g) {
-      for (int64_t i = 0; i < 144; ++i) row[g * 144 + i] = group[g * kPackedQ4KSection + q4_k_section_offset(i, r)];
+      uint8_t* block = row + g * 144;
+      const uint8_t* section = group + g * kPackedQ4KSection;
+      for_each_q4_k_piece(r, [&](int64_t at, int64_t from, size_t n) { std::memcpy(block + at, section + from, n); });
     }
     return;
   }
