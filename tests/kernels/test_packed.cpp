@@ -158,8 +158,9 @@ TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
 TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // One order of sums per output (isa.h matmul_packed): a row alone (decode: 4 groups of rows at
   // once, N = 80 has a fifth), in small batches (the vector loops) and in a batch of 37 (amx:
-  // tiles, two blocks in flight, here an odd number of blocks) gives the same bits, with a bias,
-  // for 1 to 3 threads, and every level with packed kernels gives the same bits as the others.
+  // tiles, two blocks in flight, for q8_0 / q4_0 here an odd number of blocks) gives the same bits,
+  // with a bias, for 1 to 3 threads, and every level with packed kernels gives the same bits as the
+  // others. The small batches reach each remainder of the vector loops' batches of 8 (q4_k: 4).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
@@ -181,7 +182,7 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
       EXPECT_EQ(batch, first_level) << where << ": another level's bits";
       EXPECT_EQ(batch, run_matmul(x, p, 1, &bias)) << where << " 1 thread";
       EXPECT_EQ(batch, run_matmul(x, p, 3, &bias)) << where << " 3 threads";
-      for (int64_t rows : {1, 2, 4, 5, 16, 17}) {
+      for (int64_t rows : {1, 2, 3, 4, 5, 7, 16, 17}) {
         for (int64_t first : {int64_t{0}, M - rows}) {
           const std::vector<float> part(xv.begin() + first * K, xv.begin() + (first + rows) * K);
           for (int threads : {1, 2, 3}) {
@@ -199,7 +200,7 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
 TEST(PackedWeights, Q4KTilesGiveTheBitsOfTheRowsAsStored) {
   // amx: q4_k's tiles take chunks of 32 from either layout with the same f32 operations, so the
   // packed weight's batch (and, through the bit-identity above, its vector loops) gives the bits
-  // of the rows as stored. A K of 3 super-blocks: an odd count of chunk pairs in flight.
+  // of the rows as stored. 21 rows of x: a partial tile; 3 super-blocks, 48 rows over 2 threads.
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);

@@ -592,9 +592,9 @@ void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t
 
 // One row of x (decode) reads every weight once and is bound by memory: it takes kStreams groups
 // at once from kStreams equal parts of the range, so as many sequential streams are in flight.
-// More rows take one group at a time, eight rows of x at a time (then four, then the rest), so each
-// 64 bytes of weights loaded serve eight rows, and eight rows' sums (sixteen chains) hide
-// vpdpbusd's latency.
+// More rows take one group at a time, eight rows of x at a time (q4_k: four; then four, then the
+// rest), so each 64 bytes of weights loaded serve eight rows, and eight rows' sums (sixteen chains)
+// hide vpdpbusd's latency.
 template <DType T>
 void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   // q4_k: each row of x keeps two chains per sub-block pair besides its accumulator; eight rows'
