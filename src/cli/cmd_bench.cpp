@@ -162,6 +162,7 @@ int run_bench(BenchArgs a) {
   const double prompt_tps = a.prompt_tokens / best_prompt;
   const double bytes_per_token = static_cast<double>(decode_bytes) / a.gen_tokens;
   const char* q8_activations = kernels::q8_0_activations() == kernels::Q8Activations::Q8_0 ? "q8_0" : "f32";
+  const char* gemv_prefetch = kernels::gemv_prefetch() == kernels::GemvPrefetch::On ? "on" : "off";
 
   if (a.json) {
     nlohmann::json j;
@@ -169,6 +170,7 @@ int run_bench(BenchArgs a) {
     j["threads"] = threads;
     j["q8_0_activations"] = q8_activations;
     j["cpu_simd_level"] = kernels::simd_level();
+    j["gemv_prefetch"] = gemv_prefetch;
     j["kv_dtype"] = std::string(dtype_name(model->plan.limits.kv_dtype));
     j["devices"] = a.run.placement.devices;
     j["prompt_tokens"] = a.prompt_tokens;
@@ -200,6 +202,7 @@ int run_bench(BenchArgs a) {
   fmt::print("threads                 {}\n", threads);
   fmt::print("CPU kernels             {} (FERRY_SIMD)\n", kernels::simd_level());
   fmt::print("quantized weights meet  {} activations (FERRY_Q8_ACTIVATIONS)\n", q8_activations);
+  fmt::print("decode prefetch         {} (FERRY_GEMV_PREFETCH)\n", gemv_prefetch);
   fmt::print("KV cache                {}\n", dtype_name(model->plan.limits.kv_dtype));
   fmt::print("prompt                  {} tokens: {:.1f} tok/s (best of {})\n", a.prompt_tokens, prompt_tps, a.reps);
   fmt::print("decode                  {} tokens: {:.2f} tok/s ({:.2f} ms/token, best of {}; median {:.2f} tok/s)\n",

@@ -32,6 +32,10 @@ CpuFeatures detect() {
   // F16C from leaf 1 (ECX bit 29): Clang's __builtin_cpu_supports does not know it. The OS side
   // (saved AVX and AVX-512 state) is covered by __builtin_cpu_supports.
   const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  const unsigned base_family = (eax >> 8) & 0xF;
+  f.family = base_family == 0xF ? base_family + ((eax >> 20) & 0xFF) : base_family;
+  f.intel = __builtin_cpu_is("intel");
+  f.amd = __builtin_cpu_is("amd");
   f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;
   f.avx512 = f.avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");

@@ -13,6 +13,12 @@ struct CpuFeatures {
   // avx512_bf16 and AMX tiles with int8 and bf16 products, which the OS let this process use
   // (Linux asks for that: arch_prctl ARCH_REQ_XCOMP_PERM, requested here).
   bool amx = false;
+  // Who made it, and its family as CPUID leaf 1 gives it (base + extended: AMD Zen 3 and 4 are
+  // 0x19, Zen 5 0x1A): choices that depend on the microarchitecture, not on an instruction set
+  // (matmul.cpp's gemv prefetch).
+  bool intel = false;
+  bool amd = false;
+  unsigned family = 0;
 };
 
 const CpuFeatures& cpu_features();

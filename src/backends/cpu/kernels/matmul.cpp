@@ -10,6 +10,7 @@
 #include "backends/cpu/kernels/cpu/packed_weights.h"
 #include "backends/cpu/kernels/cpu/quant.h"
 #include "backends/cpu/kernels/cpu/quant_blocks.h"
+#include "backends/cpu/kernels/cpu_features.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/packed_rows.h"
 #include "core/error.h"
@@ -37,11 +38,8 @@ GemvPrefetch gemv_prefetch_default() {
     if (std::string_view(env) == "off") return GemvPrefetch::Off;
     fail(ErrorKind::Usage, "FERRY_GEMV_PREFETCH is '{}': use on or off", env);
   }
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  return __builtin_cpu_is("intel") ? GemvPrefetch::On : GemvPrefetch::Off;
-#else
-  return GemvPrefetch::Off;
-#endif
+  const CpuFeatures& cpu = cpu_features();
+  return cpu.intel || (cpu.amd && cpu.family >= 0x1A) ? GemvPrefetch::On : GemvPrefetch::Off;
 }
 
 // A process-wide mode kept as an int, -1 until chosen: `choose()` decides at first use unless a
