@@ -19,7 +19,7 @@ using namespace ferry::test;
 
 namespace {
 
-constexpr DType kPackable[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K};
+constexpr DType kPackable[] = {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q4_K};
 
 // A K for each packable type: whole blocks of 32, or super-blocks of 256 for q4_k.
 int64_t packable_k(DType dtype, int64_t blocks_of_32) {
@@ -70,7 +70,7 @@ bool level_has_packed_kernels() {
 }  // namespace
 
 TEST(PackedWeights, LayoutIsTheSpecifiedOneAndUnpacksToTheSameRows) {
-  // packed_weights.h: q8_0 / q4_0 per 16-row group scales [block][row] as f16, then 4-byte units
+  // packed_weights.h: q8_0 / q4_0 / iq4_nl per 16-row group scales [block][row] as f16, then 4-byte units
   // [unit][row] of the rows' quant bytes in order; q4_k per super-block d, dmin, 12 scale planes
   // and qs units.
   for (DType dtype : kPackable) {
@@ -160,7 +160,8 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // once, N = 80 has a fifth), in small batches (the vector loops) and in a batch of 37 (amx:
   // tiles, two blocks in flight, for q8_0 / q4_0 here an odd number of blocks) gives the same bits,
   // with a bias, for 1 to 3 threads, and every level with packed kernels gives the same bits as the
-  // others. The small batches reach each remainder of the vector loops' batches of 8 (q4_k: 4).
+  // others (amx's packed iq4_nl: the vector loops at every batch). The small batches reach each remainder of the vector
+  // loops' batches of 8 (q4_k: 4).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
@@ -222,6 +223,8 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_K, Shape{32, 256}), packs) << level;
+    // amx keeps iq4_nl as stored: its tiles take the rows (amx.cpp amx_repacks).
+    EXPECT_EQ(kernels::repacks_weight(DType::IQ4_NL, Shape{32, 64}), packs && level != "amx") << level;
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{33, 64})) << level << ": not whole groups of 16 rows";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{64})) << level << ": a vector";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q6_K, Shape{32, 256})) << level;

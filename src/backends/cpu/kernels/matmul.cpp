@@ -73,13 +73,13 @@ void round_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, cpu::ActivationQuant
   xq_scale.resize(static_cast<size_t>(args.M * scales));
   if (quant == cpu::ActivationQuant::Q8_1) xq_sum.resize(static_cast<size_t>(args.M * (K / 32)));
   if (quant == cpu::ActivationQuant::Q8_K) xq_bsum.resize(static_cast<size_t>(args.M * (K / 16)));
-  // Packed weights' vector loops also read x's quants + 128 (q8_0) or its block sums (q4_0); a
+  // Packed weights' vector loops also read x's quants + 128 (q8_0) or its block sums (q4_0, iq4_nl); a
   // level whose larger batches take other loops (small_batch_rows: amx's tiles) reads them only in
   // small ones.
   const bool vector_forms = args.w_packed && isa.matmul_packed != nullptr &&
                             (isa.small_batch_rows == 0 || args.call_rows <= isa.small_batch_rows);
   const bool flip = vector_forms && args.w_type == DType::Q8_0;
-  const bool sum_blocks = vector_forms && args.w_type == DType::Q4_0;
+  const bool sum_blocks = vector_forms && (args.w_type == DType::Q4_0 || args.w_type == DType::IQ4_NL);
   if (flip) flipped.resize(xq.size());
   if (sum_blocks) block_sum.resize(static_cast<size_t>(args.M * (K / 32)));
   // The buffers by pointer: inside the tasks, the names would be the pool threads' own.
@@ -267,7 +267,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
   args.w_packed = w.layout() == Layout::Packed;
   if (args.w_packed && (!cpu::is_packable_type(w.dtype()) || N % cpu::kPackedRows != 0)) {
     fail(ErrorKind::Internal,
-         "matmul: weight '{}' ({} {}) is marked packed but is not a q8_0, q4_0 or q4_k matrix of 16-row groups",
+         "matmul: weight '{}' ({} {}) is marked packed but is not a q8_0, q4_0, iq4_nl or q4_k matrix of 16-row groups",
          w.name(), dtype_name(w.dtype()), w.shape().str());
   }
   if (args.M == 0 || N == 0) return;

@@ -1,4 +1,4 @@
-// Repacking q8_0, q4_0 and q4_k weights at load into the layout of cpu/packed_weights.h, and reading
+// Repacking q8_0, q4_0, iq4_nl and q4_k weights at load into the layout of cpu/packed_weights.h, and reading
 // them back a row at a time.
 #include <algorithm>
 #include <cstdlib>
@@ -28,17 +28,19 @@ bool repack_enabled() {
 }  // namespace
 
 bool repacks_weight(DType dtype, const Shape& shape) {
+  const cpu::Isa& isa = cpu::active_isa();
   return cpu::is_packable_type(dtype) && shape.rank == 2 && shape[0] > 0 && shape[0] % cpu::kPackedRows == 0 &&
-         shape[1] > 0 && shape[1] % cpu::packed_k_multiple(dtype) == 0 && cpu::active_isa().matmul_packed != nullptr &&
-         repack_enabled() &&
+         shape[1] > 0 && shape[1] % cpu::packed_k_multiple(dtype) == 0 && isa.repacks != nullptr &&
+         isa.repacks(dtype) && repack_enabled() &&
          q8_0_activations() == Q8Activations::Q8_0;  // the packed kernels take x rounded (q8_0, q8_K)
 }
 
 Tensor repack_weight(const Tensor& w, ThreadPool& pool) {
   if (!cpu::is_packable_type(w.dtype()) || w.rank() != 2 || w.dim(0) % cpu::kPackedRows != 0 ||
       w.layout() != Layout::Rows) {
-    fail(ErrorKind::Internal, "repack_weight: '{}' ({} {}) is not a q8_0, q4_0 or q4_k matrix of whole 16-row groups",
-         w.name(), dtype_name(w.dtype()), w.shape().str());
+    fail(ErrorKind::Internal,
+         "repack_weight: '{}' ({} {}) is not a q8_0, q4_0, iq4_nl or q4_k matrix of whole 16-row groups", w.name(),
+         dtype_name(w.dtype()), w.shape().str());
   }
   const size_t row_bytes = w.row_bytes();
   const int64_t K = w.dim(1);

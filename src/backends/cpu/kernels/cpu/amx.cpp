@@ -922,10 +922,13 @@ void packed_q4_k_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 }
 
 // Packed weights: the tiles for calls of more than kMaxVectorRows rows of x, else avx512bf16's
-// vector loops (the same sums in the same order).
+// vector loops (the same sums in the same order). iq4_nl has no packed tiles (this level keeps its
+// rows as stored, amx_repacks): a packed one takes the vector loops at every batch.
 void matmul_packed_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   // More rows always come with x's tile copy (matmul.cpp calls packed kernels only on rounded x).
-  if (a.call_rows <= kMaxVectorRows) return avx512_bf16_isa()->matmul_packed(a, n_begin, n_end);
+  if (a.call_rows <= kMaxVectorRows || a.w_type == DType::IQ4_NL) {
+    return avx512_bf16_isa()->matmul_packed(a, n_begin, n_end);
+  }
   if (a.w_type == DType::Q8_0) return packed_tiles<DType::Q8_0>(a, n_begin, n_end);
   if (a.w_type == DType::Q4_K) return packed_q4_k_tiles(a, n_begin, n_end);
   packed_tiles<DType::Q4_0>(a, n_begin, n_end);
@@ -980,6 +983,14 @@ void matmul_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 #endif  // x86-64 with GCC or Clang
 
 namespace ferry::kernels::cpu {
+namespace {
+// iq4_nl stays as stored: its prompts go to the tiles unpacked (unpacked_tiles), which the packed
+// layout's vector loops would not match.
+bool amx_repacks(DType type) {
+  return is_packable_type(type) && type != DType::IQ4_NL;
+}
+}  // namespace
+
 const Isa* amx_isa() {
 #ifdef FERRY_HAVE_AMX
   static const Isa isa = [] {
@@ -987,6 +998,7 @@ const Isa* amx_isa() {
     level.name = "amx";
     level.matmul = matmul_amx;
     level.matmul_packed = matmul_packed_amx;
+    level.repacks = amx_repacks;
     level.packed_x_size = packed_x_size;
     level.pack_x = pack_x;
     level.small_batch_rows = kMaxVectorRows;

@@ -382,13 +382,15 @@ inline __m512i broadcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// Packed q8_0 / q4_0 weights (packed_weights.h) against x rounded to q8_0: the 16 rows of a group
-// in the 16 lanes, each vpdpbusd adding 4 products per row. Per block, each row's exact integer
-// dot product, from 8 vpdpbusd:
-//   q8_0: x + 128 (a.xq_unsigned: x is in [-127, 127]) against the signed weights, less
-//         128 * (the row's block sum, from 8 vpdpbusd of 128 against the weights: per group for
-//         a batch, q8_0_group_offsets, else alongside);
-//   q4_0: the stored nibbles (q + 8, unsigned) against signed x, started from -8 * (x's block sum);
+// Packed q8_0 / q4_0 / iq4_nl weights (packed_weights.h) against x rounded to q8_0: the 16 rows of a
+// group in the 16 lanes, each vpdpbusd adding 4 products per row. Per block, each row's exact
+// integer dot product, from 8 vpdpbusd:
+//   q8_0:   x + 128 (a.xq_unsigned: x is in [-127, 127]) against the signed weights, less
+//           128 * (the row's block sum, from 8 vpdpbusd of 128 against the weights: per group for
+//           a batch, q8_0_group_offsets, else alongside);
+//   q4_0:   the stored nibbles (q + 8, unsigned) against signed x, started from -8 * (x's block sum);
+//   iq4_nl: the nibbles looked up (vpshufb) as their table values + 128 (unsigned) against signed
+//           x, started from -128 * (x's block sum);
 // then acc += f32(dot) * (weight scales * x scale): the order amx.cpp's tiles keep too (isa.h).
 // Decode prefetches the weights this far ahead in each stream (the hardware prefetcher stops at
 // page ends); a few hundred nanoseconds of streaming at ~12 GB/s per core.
@@ -413,6 +415,9 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
                  const int32_t* offsets = nullptr) {
   const int64_t blocks = a.K / 32;
   constexpr int64_t kUnits = T == DType::Q8_0 ? 8 : 4;  // 64-byte units of quants per block
+  // What the unsigned nibble bytes exceed the values by: q4_0's stored q + 8, iq4_nl's value + 128.
+  constexpr int32_t kNibbleOffset = T == DType::IQ4_NL ? 128 : 8;
+  [[maybe_unused]] const __m512i table = T == DType::IQ4_NL ? iq4_unsigned_values() : _mm512_setzero_si512();
   __m512 acc[G][MR];
   const int8_t* x[MR];  // q8_0: x + 128 (a.xq_unsigned)
   const auto* x_all = T == DType::Q8_0 ? reinterpret_cast<const int8_t*>(a.xq_unsigned) : a.xq;
@@ -422,11 +427,11 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
   }
   for (int64_t b = 0; b < blocks; ++b) {
     __m512 x_scale[MR];
-    __m512i start[MR];  // q4_0: -8 * (the sum of x's block); q8_0: 0
+    __m512i start[MR];  // q4_0: -8 * (the sum of x's block); iq4_nl: -128 * it; q8_0: 0
     for (int m = 0; m < MR; ++m) {
       x_scale[m] = _mm512_set1_ps(a.xq_scale[(m0 + m) * blocks + b]);
-      start[m] =
-          T == DType::Q4_0 ? _mm512_set1_epi32(-8 * a.xq_block_sum[(m0 + m) * blocks + b]) : _mm512_setzero_si512();
+      start[m] = T == DType::Q8_0 ? _mm512_setzero_si512()
+                                  : _mm512_set1_epi32(-kNibbleOffset * a.xq_block_sum[(m0 + m) * blocks + b]);
     }
     for (int g = 0; g < G; ++g) {
       const __m512 w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(group[g]) + b));
@@ -463,8 +468,12 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
           }
           ++c;
         } else {
-          const __m512i low = _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
-          const __m512i high = _mm512_and_si512(_mm512_srli_epi16(w, 4), _mm512_set1_epi8(0x0F));
+          __m512i low = _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
+          __m512i high = _mm512_and_si512(_mm512_srli_epi16(w, 4), _mm512_set1_epi8(0x0F));
+          if constexpr (T == DType::IQ4_NL) {
+            low = _mm512_shuffle_epi8(table, low);
+            high = _mm512_shuffle_epi8(table, high);
+          }
           for (int m = 0; m < MR; ++m) {
             dot[m][0] = _mm512_dpbusd_epi32(dot[m][0], low, broadcast4(x[m] + b * 32 + c * 4));
             dot[m][1] = _mm512_dpbusd_epi32(dot[m][1], high, broadcast4(x[m] + b * 32 + 16 + c * 4));
@@ -647,6 +656,7 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 void matmul_packed_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.w_type == DType::Q8_0) return packed_matmul<DType::Q8_0>(a, n_begin, n_end);
   if (a.w_type == DType::Q4_K) return packed_matmul<DType::Q4_K>(a, n_begin, n_end);
+  if (a.w_type == DType::IQ4_NL) return packed_matmul<DType::IQ4_NL>(a, n_begin, n_end);
   packed_matmul<DType::Q4_0>(a, n_begin, n_end);
 }
 
@@ -706,6 +716,7 @@ const Isa* avx512_vnni_isa() {
     level.name = "avx512vnni";
     level.matmul = matmul_dot<false>;
     level.matmul_packed = matmul_packed_dot;
+    level.repacks = is_packable_type;
     return level;
   }();
   return &isa;
@@ -720,6 +731,7 @@ const Isa* avx512_bf16_isa() {
     level.name = "avx512bf16";
     level.matmul = matmul_dot<true>;
     level.matmul_packed = matmul_packed_dot;
+    level.repacks = is_packable_type;
     level.round_row_bf16 = round_row_bf16_avx512;
     return level;
   }();

@@ -46,7 +46,7 @@ struct MatmulArgs {
   // in that layout, and x's factors in the level's own (amx: scales, then sums); else nullptr.
   const uint8_t* x_packed = nullptr;
   const float* x_packed_scale = nullptr;
-  // w in cpu/packed_weights.h's layout (Layout::Packed, q8_0, q4_0 or q4_k); then also, where the
+  // w in cpu/packed_weights.h's layout (Layout::Packed, q8_0, q4_0, iq4_nl or q4_k); then also, where the
   // level's vector loops for packed weights run (every call on a level without small_batch_rows,
   // calls of up to that many rows on one with), for q4_0 the sum of each block's quants of x,
   // [M, K / 32], and for q8_0 the quants + 128 as unsigned bytes (x ^ 0x80), [M, K]; else nullptr.
@@ -151,6 +151,9 @@ struct Isa {
   // q4_k's per sub-block with its min after it, packed_weights.h; then acc + bias), so they agree
   // bit for bit, for every M (small_batch_rows does not apply).
   void (*matmul_packed)(const MatmulArgs& args, int64_t n_begin, int64_t n_end) = nullptr;
+  // Which packable types (packed_weights.h) this level repacks at load: those its matmul_packed
+  // runs faster than the rows as stored. matmul_packed takes every packable type all the same.
+  bool (*repacks)(DType type) = nullptr;
 };
 
 const Isa& scalar_isa();

@@ -1,14 +1,15 @@
-// The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0 and q4_k matrices with N a
+// The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, iq4_nl and q4_k matrices with N a
 // multiple of 16, reordered at load so that integer dot products read sixteen rows at once. The
 // bytes are the rows' own, only reordered: a group of 16 rows takes 16 * row_bytes, as the rows did.
 //
-// q8_0 and q4_0: a group is
+// q8_0, q4_0 and iq4_nl: a group is
 //   scales: [K / 32][16] f16, block b's scale of row r at b * 16 + r;
-//   quants: units of 4 bytes, [K / 4 (q8_0) or K / 8 (q4_0)][16][4]: unit u of row r at
+//   quants: units of 4 bytes, [K / 4 (q8_0) or K / 8 (q4_0, iq4_nl)][16][4]: unit u of row r at
 //           (u * 16 + r) * 4, the row's block bytes 4u..4u+3 in order.
 //     q8_0: unit u holds quants 4u..4u+3 of the row (signed, as stored).
-//     q4_0: unit u = 4b + c holds bytes 4c..4c+3 of block b's nibbles: elements 32b + 4c + i in
-//           the low nibbles and 32b + 16 + 4c + i in the high ones (q + 8, as stored).
+//     q4_0, iq4_nl: unit u = 4b + c holds bytes 4c..4c+3 of block b's nibbles: elements 32b + 4c + i
+//           in the low nibbles and 32b + 16 + 4c + i in the high ones (q + 8, or iq4_nl's table
+//           index, as stored).
 // q4_k: a group is its super-blocks' sections, [K / 256][kPackedQ4KSection], each
 //   d:      [16] f16 at 0, row r's at 2r;
 //   dmin:   [16] f16 at 32;
@@ -34,13 +35,13 @@ inline constexpr int64_t kPackedQ4KScales = 64;
 inline constexpr int64_t kPackedQ4KQuants = 256;
 
 constexpr bool is_packable_type(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_K;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL || t == DType::Q4_K;
 }
 // The elements of K a packed row must come in: a block (32) or a super-block (256).
 constexpr int64_t packed_k_multiple(DType t) {
   return t == DType::Q4_K ? 256 : 32;
 }
-// Quant bytes of one block of one row: 32 (q8_0) or 16 (q4_0).
+// Quant bytes of one block of one row: 32 (q8_0) or 16 (q4_0, iq4_nl).
 constexpr int64_t packed_block_quant_bytes(DType t) {
   return t == DType::Q8_0 ? 32 : 16;
 }
