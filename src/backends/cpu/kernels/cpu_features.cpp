@@ -34,6 +34,7 @@ CpuFeatures detect() {
   const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
   const unsigned base_family = (eax >> 8) & 0xF;
   f.family = base_family == 0xF ? base_family + ((eax >> 20) & 0xFF) : base_family;
+  __builtin_cpu_init();  // in case this runs before libgcc's own constructor has
   f.intel = __builtin_cpu_is("intel");
   f.amd = __builtin_cpu_is("amd");
   f.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c;

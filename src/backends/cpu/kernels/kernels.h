@@ -114,9 +114,9 @@ Q8Activations q8_0_activations();
 
 // Whether decode's gemv (one row of activations) prefetches each weight stream's next rows in
 // software. It never changes a result, only speed, and the best choice depends on the CPU's own
-// prefetchers: measured 1.45x faster with it on a Sapphire Rapids (Intel), 1.04-1.4x on an AMD
-// EPYC Zen 5 (family 0x1A; bf16, q8_0, q4_0 and q4_k), 10-15% slower on the earlier AMD EPYCs
-// (Zen 3, and an AVX-512 one) whose stream prefetchers already follow the streams. Default: On for
+// prefetchers: measured 1.45x faster with it on a Sapphire Rapids (Intel), mostly 1.04-1.4x on an
+// AMD EPYC Zen 5 (family 0x1A; bf16, q8_0, q4_0 and q4_k; one q4_0 round at 2 threads 0.85), 10-15% slower on the
+// earlier AMD EPYCs (Zen 3, and an AVX-512 one) whose stream prefetchers already follow the streams. Default: On for
 // Intel and AMD from family 0x1A, Off otherwise; FERRY_GEMV_PREFETCH (on | off) overrides it, as
 // does set_gemv_prefetch.
 enum class GemvPrefetch { Off, On };

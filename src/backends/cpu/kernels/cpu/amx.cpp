@@ -47,6 +47,13 @@ enum class Scratch { WeightRows, WeightTiles, WeightFactors, PaddedFirst, Padded
   return buffer.data();
 }
 
+// The types this level repacks (Isa::repacks): those with packed tiles. iq4_nl stays as stored,
+// its prompts going to the tiles unpacked (unpacked_tiles), faster than the packed layout's vector
+// loops; a packed one (packed at another level) takes those loops at every batch.
+[[maybe_unused]] bool amx_repacks(DType type) {
+  return is_packable_type(type) && type != DType::IQ4_NL;
+}
+
 }  // namespace
 }  // namespace ferry::kernels::cpu
 
@@ -185,8 +192,9 @@ void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
   *bytes = 0;
   *scales = 0;
-  if (a.call_rows <= kMaxVectorRows) return;  // decode: the avx512bf16 loops, on x unpacked
-  if (has_tiles(a.w_type)) {                  // x's rows x_row_bytes apart, zero past M; the sums for q8_K's mins
+  if (a.call_rows <= kMaxVectorRows) return;         // decode: the avx512bf16 loops, on x unpacked
+  if (a.w_packed && !amx_repacks(a.w_type)) return;  // the same loops at every batch
+  if (has_tiles(a.w_type)) {  // x's rows x_row_bytes apart, zero past M; the sums for q8_K's mins
     *bytes = static_cast<size_t>(m_tiles * kTile * x_row_bytes(a.K));
     const XFactorRows rows = x_factor_rows(a);
     *scales = static_cast<size_t>(m_tiles * kTile * (rows.scales + rows.sums));
@@ -922,11 +930,11 @@ void packed_q4_k_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 }
 
 // Packed weights: the tiles for calls of more than kMaxVectorRows rows of x, else avx512bf16's
-// vector loops (the same sums in the same order). iq4_nl has no packed tiles (this level keeps its
-// rows as stored, amx_repacks): a packed one takes the vector loops at every batch.
+// vector loops (the same sums in the same order). A type without packed tiles (amx_repacks)
+// takes the vector loops at every batch.
 void matmul_packed_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   // More rows always come with x's tile copy (matmul.cpp calls packed kernels only on rounded x).
-  if (a.call_rows <= kMaxVectorRows || a.w_type == DType::IQ4_NL) {
+  if (a.call_rows <= kMaxVectorRows || !amx_repacks(a.w_type)) {
     return avx512_bf16_isa()->matmul_packed(a, n_begin, n_end);
   }
   if (a.w_type == DType::Q8_0) return packed_tiles<DType::Q8_0>(a, n_begin, n_end);
@@ -983,14 +991,6 @@ void matmul_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 #endif  // x86-64 with GCC or Clang
 
 namespace ferry::kernels::cpu {
-namespace {
-// iq4_nl stays as stored: its prompts go to the tiles unpacked (unpacked_tiles), which the packed
-// layout's vector loops would not match.
-bool amx_repacks(DType type) {
-  return is_packable_type(type) && type != DType::IQ4_NL;
-}
-}  // namespace
-
 const Isa* amx_isa() {
 #ifdef FERRY_HAVE_AMX
   static const Isa isa = [] {

@@ -152,7 +152,8 @@ struct Isa {
   // bit for bit, for every M (small_batch_rows does not apply).
   void (*matmul_packed)(const MatmulArgs& args, int64_t n_begin, int64_t n_end) = nullptr;
   // Which packable types (packed_weights.h) this level repacks at load: those its matmul_packed
-  // runs faster than the rows as stored. matmul_packed takes every packable type all the same.
+  // runs faster than the rows as stored. matmul_packed takes every packable type all the same: one
+  // packed elsewhere (another level's, as the tests do) takes its vector loops at every batch.
   bool (*repacks)(DType type) = nullptr;
 };
 
