@@ -19,11 +19,15 @@ using namespace ferry::test;
 
 namespace {
 
-constexpr DType kPackable[] = {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q4_K};
+constexpr DType kPackable[] = {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q4_K, DType::Q6_K};
 
-// A K for each packable type: whole blocks of 32, or super-blocks of 256 for q4_k.
+bool is_super_block_type(DType dtype) {
+  return dtype == DType::Q4_K || dtype == DType::Q6_K;
+}
+
+// A K for each packable type: whole blocks of 32, or super-blocks of 256 for q4_k and q6_k.
 int64_t packable_k(DType dtype, int64_t blocks_of_32) {
-  return dtype == DType::Q4_K ? (blocks_of_32 + 7) / 8 * 256 : blocks_of_32 * 32;
+  return is_super_block_type(dtype) ? (blocks_of_32 + 7) / 8 * 256 : blocks_of_32 * 32;
 }
 
 // Where byte i of row r's standard row sits in its packed 16-row group (packed_weights.h),
@@ -37,6 +41,29 @@ size_t packed_position(DType dtype, int64_t K, int64_t r, int64_t i) {
     if (byte < 16) return at + static_cast<size_t>(64 + 16 * (byte - 4) + r);  // scale planes
     const int64_t q = byte - 16;                                               // qs[q]: unit q / 4
     return at + static_cast<size_t>(256 + ((q / 4) * 16 + r) * 4 + q % 4);
+  }
+  if (dtype == DType::Q6_K) {
+    // BlockQ6_K: ql[128] at 0, qh[64] at 128, scales[16] at 192, d at 208.
+    const int64_t section = i / 210, byte = i % 210;
+    const size_t at = static_cast<size_t>(section) * 16 * 210;
+    if (byte >= 208) return at + static_cast<size_t>(2 * r + byte - 208);  // d
+    if (byte >= 192) {  // scale j = 8n + 2t + h: quad 2n + h, plane t
+      const int64_t j = byte - 192, n = j / 8, t = (j % 8) / 2, h = j % 2;
+      return at + static_cast<size_t>(32 + 64 * (2 * n + h) + 16 * t + r);
+    }
+    // A quant byte: its half n, run (0: ql's first 32 of the half, 1: its second, 2: qh) and l.
+    int64_t n = 0, run = 0, l = 0;
+    if (byte < 128) {
+      n = byte / 64;
+      run = (byte % 64) / 32;
+      l = byte % 32;
+    } else {
+      n = (byte - 128) / 32;
+      run = 2;
+      l = (byte - 128) % 32;
+    }
+    const int64_t c = l / 4, quad = 2 * n + c / 4, unit = c % 4;
+    return at + static_cast<size_t>(288 + 768 * quad + 256 * run + (unit * 16 + r) * 4 + l % 4);
   }
   const int64_t blocks = K / 32, quant_bytes = dtype == DType::Q8_0 ? 32 : 16;
   const int64_t b = i / (2 + quant_bytes), in_block = i % (2 + quant_bytes);
@@ -72,9 +99,9 @@ bool level_has_packed_kernels() {
 TEST(PackedWeights, LayoutIsTheSpecifiedOneAndUnpacksToTheSameRows) {
   // packed_weights.h: q8_0 / q4_0 / iq4_nl per 16-row group scales [block][row] as f16, then 4-byte units
   // [unit][row] of the rows' quant bytes in order; q4_k per super-block d, dmin, 12 scale planes
-  // and qs units.
+  // and qs units; q6_k per super-block d, 16 scale planes and 4 quads of ql, ql and qh units.
   for (DType dtype : kPackable) {
-    const int64_t N = 32, K = packable_k(dtype, dtype == DType::Q4_K ? 16 : 3);
+    const int64_t N = 32, K = packable_k(dtype, is_super_block_type(dtype) ? 16 : 3);
     const Tensor w = random_weight(dtype, N, K, 21);
     const Tensor p = packed_copy(w);
     ASSERT_EQ(p.layout(), Layout::Packed);
@@ -160,14 +187,14 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // once, N = 80 has a fifth), in small batches (the vector loops) and in a batch of 37 (amx:
   // tiles, two blocks in flight, for q8_0 / q4_0 here an odd number of blocks) gives the same bits,
   // with a bias, for 1 to 3 threads, and every level with packed kernels gives the same bits as the
-  // others (amx's packed iq4_nl: the vector loops at every batch). The small batches reach each remainder of the vector
-  // loops' batches of 8 (q4_k: 4).
+  // others (amx's packed iq4_nl and q6_k: the vector loops at every batch). The small batches reach
+  // each remainder of the vector loops' batches of 8 (q4_k, q6_k: 4).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
   int packed_levels = 0;
   for (DType dtype : kPackable) {
-    const int64_t M = 37, K = dtype == DType::Q4_K ? 768 : 352, N = 80;
+    const int64_t M = 37, K = is_super_block_type(dtype) ? 768 : 352, N = 80;
     const auto xv = random_floats(static_cast<size_t>(M * K), 41);
     const Tensor x = f32_tensor(Shape{M, K}, xv, "x");
     const Tensor p = packed_copy(random_weight(dtype, N, K, 42));
@@ -223,11 +250,13 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_K, Shape{32, 256}), packs) << level;
-    // amx keeps iq4_nl as stored: its tiles take the rows (amx.cpp amx_repacks).
+    // amx keeps iq4_nl and q6_k as stored: its tiles take the rows (amx.cpp amx_repacks).
     EXPECT_EQ(kernels::repacks_weight(DType::IQ4_NL, Shape{32, 64}), packs && level != "amx") << level;
+    EXPECT_EQ(kernels::repacks_weight(DType::Q6_K, Shape{32, 256}), packs && level != "amx") << level;
+    EXPECT_FALSE(kernels::repacks_weight(DType::Q6_K, Shape{32, 320})) << level << ": not whole super-blocks";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{33, 64})) << level << ": not whole groups of 16 rows";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{64})) << level << ": a vector";
-    EXPECT_FALSE(kernels::repacks_weight(DType::Q6_K, Shape{32, 256})) << level;
+    EXPECT_FALSE(kernels::repacks_weight(DType::Q5_K, Shape{32, 256})) << level;
     EXPECT_FALSE(kernels::repacks_weight(DType::BF16, Shape{32, 64})) << level;
   }
   // The packed kernels take x rounded to q8_0: with f32 activations nothing is packed.
@@ -248,6 +277,6 @@ TEST(PackedWeights, OtherKernelsAndReshapeRefuseAPackedWeight) {
   std::vector<Tensor*> inputs{&p, &ones};
   expect_error(ErrorKind::Internal, [&] { kernels::compute(Op::Add, std::monostate{}, inputs, out, pool); },
                {"add", "'w'", "repacked weight"});
-  Tensor rows = random_weight(DType::Q6_K, 16, 256, 52);
-  expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(rows, pool); }, {"'w'", "q6_k"});
+  Tensor rows = random_weight(DType::Q5_K, 16, 256, 52);
+  expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(rows, pool); }, {"'w'", "q5_k"});
 }

@@ -581,12 +581,108 @@ void packed_q4_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
   }
 }
 
+// Packed q6_k (packed_weights.h) against x rounded to q8_K, the 16 rows of a group in the 16
+// lanes. Each quad unit's four 6-bit values q + 32 (unsigned) are put together from its runs'
+// nibbles and top bits; per sub-block of 16, each row's exact integer dot product by 4 vpdpbusd
+// against x, started from -32 * (x's sum over the sub-block, q8_K's bsum), times the row's scale
+// (vpmulld), summed over the super-block into an exact int32 (|sum| < 16 * 128 * 16 * 32 * 128 =
+// 2^27); then acc = fma(f32(sum), d * x's scale, acc), super-block after super-block.
+template <int MR, int G>
+void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+  const int64_t supers = a.K / kQK_K;
+  __m512 acc[G][MR];
+  for (int g = 0; g < G; ++g) {
+    for (int m = 0; m < MR; ++m) acc[g][m] = _mm512_setzero_ps();
+  }
+  const __m512i low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
+  for (int64_t s = 0; s < supers; ++s) {
+    const int8_t* x[MR];
+    __m512 x_scale[MR];
+    int32_t start[MR][16];  // -32 * (x's sum over each sub-block)
+    for (int m = 0; m < MR; ++m) {
+      x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
+      x_scale[m] = _mm512_set1_ps(a.xq_scale[(m0 + m) * supers + s]);
+      const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
+      for (int j = 0; j < 16; ++j) start[m][j] = -32 * bsum[j];
+    }
+    const uint8_t* section[G];
+    for (int g = 0; g < G; ++g) {
+      section[g] = group[g] + s * kPackedQ6KSection;
+      if (G > 1 && a.prefetch) {
+        for (int64_t off = 0; off < kPackedQ6KQuants; off += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(section[g] + off + kPackedPrefetchBytes), _MM_HINT_T0);
+      }
+    }
+    __m512i sum[G][MR];
+    for (int g = 0; g < G; ++g) {
+      for (int m = 0; m < MR; ++m) sum[g][m] = _mm512_setzero_si512();
+    }
+    // The quads with the groups interleaved, so decode's streams advance 768 bytes at a time (as
+    // packed_q4_k_rows, for its reason).
+    auto quad = [&](auto Q) {
+      constexpr int kQ = decltype(Q)::value, kN = kQ / 2, kH = kQ % 2;
+      for (int g = 0; g < G; ++g) {
+        const uint8_t* units = section[g] + kPackedQ6KQuants + kQ * kPackedQ6KQuad;
+        __m512i dot[MR][4];
+        for (int m = 0; m < MR; ++m) {
+          for (int t = 0; t < 4; ++t) dot[m][t] = _mm512_set1_epi32(start[m][8 * kN + 2 * t + kH]);
+        }
+        for (int i = 0; i < 4; ++i) {
+          const uint8_t* unit = units + 64 * i;
+          if (G > 1 && a.prefetch) {
+            for (int run = 0; run < 3; ++run)
+              _mm_prefetch(reinterpret_cast<const char*>(unit + 256 * run + kPackedPrefetchBytes), _MM_HINT_T0);
+          }
+          const __m512i low = _mm512_loadu_si512(unit);
+          const __m512i high = _mm512_loadu_si512(unit + 256);
+          const __m512i top = _mm512_loadu_si512(unit + 512);
+          // Elements 128n + 32t + 4c.. for t = 0..3: low 4 bits from the runs' nibbles, top 2 from
+          // bits 2t of `top` moved to bits 4-5 (16-bit shifts: the bits they carry across bytes
+          // are masked off).
+          const __m512i e[4] = {
+              _mm512_or_si512(_mm512_and_si512(low, low4), _mm512_and_si512(_mm512_slli_epi16(top, 4), top2)),
+              _mm512_or_si512(_mm512_and_si512(high, low4), _mm512_and_si512(_mm512_slli_epi16(top, 2), top2)),
+              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(low, 4), low4), _mm512_and_si512(top, top2)),
+              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(high, 4), low4),
+                              _mm512_and_si512(_mm512_srli_epi16(top, 2), top2))};
+          for (int m = 0; m < MR; ++m) {
+            for (int t = 0; t < 4; ++t)
+              dot[m][t] = _mm512_dpbusd_epi32(dot[m][t], e[t], broadcast4(x[m] + 128 * kN + 32 * t + 4 * (4 * kH + i)));
+          }
+        }
+        const __m512i planes = _mm512_loadu_si512(section[g] + kPackedQ6KScales + 64 * kQ);
+        const __m512i scale[4] = {_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(planes, 0)),
+                                  _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(planes, 1)),
+                                  _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(planes, 2)),
+                                  _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(planes, 3))};
+        for (int m = 0; m < MR; ++m) {
+          for (int t = 0; t < 4; ++t) sum[g][m] = _mm512_add_epi32(sum[g][m], _mm512_mullo_epi32(dot[m][t], scale[t]));
+        }
+      }
+    };
+    blocks::unroll<0, 4>(quad);
+    for (int g = 0; g < G; ++g) {
+      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(section[g])));
+      for (int m = 0; m < MR; ++m)
+        acc[g][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[g][m]), _mm512_mul_ps(d, x_scale[m]), acc[g][m]);
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0[g]) : _mm512_setzero_ps();
+    for (int m = 0; m < MR; ++m) {
+      _mm512_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g], _mm512_add_ps(acc[g][m], bias));
+    }
+  }
+}
+
 // One packed layout's loop for G groups of weight rows and MR rows of x (offsets: packed_rows').
 template <DType T, int MR, int G>
 void packed_type_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G],
                       const int32_t* offsets = nullptr) {
   if constexpr (T == DType::Q4_K) {
     packed_q4_k_rows<MR, G>(a, m0, group, n0);
+  } else if constexpr (T == DType::Q6_K) {
+    packed_q6_k_rows<MR, G>(a, m0, group, n0);
   } else {
     packed_rows<T, MR, G>(a, m0, group, n0, offsets);
   }
@@ -606,9 +702,9 @@ void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t
 // hide vpdpbusd's latency.
 template <DType T>
 void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  // q4_k: each row of x keeps two chains per sub-block pair besides its accumulator; eight rows'
-  // would not fit the 32 registers.
-  constexpr int kPackedBatchRows = T == DType::Q4_K ? 4 : 8;
+  // q4_k: each row of x keeps two chains per sub-block pair besides its accumulator, q6_k four
+  // chains and a sum: eight rows' would not fit the 32 registers.
+  constexpr int kPackedBatchRows = T == DType::Q4_K || T == DType::Q6_K ? 4 : 8;
   const size_t group_bytes = a.w_row_bytes * kPackedRows;
   const auto group_at = [&](int64_t n0) { return a.w + static_cast<size_t>(n0 / kPackedRows) * group_bytes; };
   int64_t n_rest = n_begin;
@@ -656,6 +752,7 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 void matmul_packed_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.w_type == DType::Q8_0) return packed_matmul<DType::Q8_0>(a, n_begin, n_end);
   if (a.w_type == DType::Q4_K) return packed_matmul<DType::Q4_K>(a, n_begin, n_end);
+  if (a.w_type == DType::Q6_K) return packed_matmul<DType::Q6_K>(a, n_begin, n_end);
   if (a.w_type == DType::IQ4_NL) return packed_matmul<DType::IQ4_NL>(a, n_begin, n_end);
   packed_matmul<DType::Q4_0>(a, n_begin, n_end);
 }

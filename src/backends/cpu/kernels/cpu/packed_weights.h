@@ -1,4 +1,4 @@
-// The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, iq4_nl and q4_k matrices with N a
+// The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, iq4_nl, q4_k and q6_k matrices with N a
 // multiple of 16, reordered at load so that integer dot products read sixteen rows at once. The
 // bytes are the rows' own, only reordered: a group of 16 rows takes 16 * row_bytes, as the rows did.
 //
@@ -17,6 +17,17 @@
 //   quants: [32][16][4] at 256: unit u of row r at 256 + (u * 16 + r) * 4, the row's qs bytes
 //           4u..4u+3: unit u = 8p + c holds elements 64p + 4c + i in the low nibbles (sub-block
 //           2p) and 64p + 32 + 4c + i in the high ones (sub-block 2p + 1).
+// q6_k: a group is its super-blocks' sections, [K / 256][kPackedQ6KSection], each
+//   d:      [16] f16 at 0;
+//   scales: the 16 int8 scales as 16 planes of 16 at 32, in the order the quads below take them:
+//           scale j = 8n + 2t + h of row r at 32 + 64 (2n + h) + 16 t + r;
+//   quants: 4 quads (q = 2n + h) of 768 bytes at 288 + 768 q, each three runs of 4 units
+//           [4][16][4]: ql bytes 64n + 4c.. (run 0), ql bytes 64n + 32 + 4c.. (run 1) and qh bytes
+//           32n + 4c.. (run 2), c = 4h + i for unit i: row r's at (i * 16 + r) * 4 in its run.
+//           Unit i's 4 bytes hold elements 128n + 32t + 4c + k (sub-block 8n + 2t + h) for
+//           t = 0..3: their low 4 bits in run 0's low (t = 0) and high (t = 2) nibbles and run
+//           1's (t = 1, 3), their top 2 in bits 2t of run 2's bytes (as ggml's block stores them).
+//   The kernels read a section from start to end, a quad's units in the order they consume them.
 // So 64 bytes of quants are one 4-byte unit of each of the 16 rows: what vpdpbusd takes with the
 // rows in its 16 lanes, and (nibbles split) a row of an AMX B tile (amx.cpp).
 #pragma once
@@ -30,16 +41,21 @@ namespace ferry::kernels::cpu {
 
 inline constexpr int64_t kPackedRows = 16;
 // One q4_k super-block of a group's 16 rows: d, dmin, the scale planes, the quant units.
-inline constexpr int64_t kPackedQ4KSection = 16 * 144;
+inline constexpr int64_t kPackedQ4KSection = 16 * sizeof(BlockQ4_K);
 inline constexpr int64_t kPackedQ4KScales = 64;
 inline constexpr int64_t kPackedQ4KQuants = 256;
+// One q6_k super-block of a group's 16 rows: d, the scale planes, four quads of quant units.
+inline constexpr int64_t kPackedQ6KSection = 16 * sizeof(BlockQ6_K);
+inline constexpr int64_t kPackedQ6KScales = 32;
+inline constexpr int64_t kPackedQ6KQuants = 288;
+inline constexpr int64_t kPackedQ6KQuad = 768;
 
 constexpr bool is_packable_type(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL || t == DType::Q4_K;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL || t == DType::Q4_K || t == DType::Q6_K;
 }
 // The elements of K a packed row must come in: a block (32) or a super-block (256).
 constexpr int64_t packed_k_multiple(DType t) {
-  return t == DType::Q4_K ? 256 : 32;
+  return t == DType::Q4_K || t == DType::Q6_K ? kQK_K : 32;
 }
 // Quant bytes of one block of one row: 32 (q8_0) or 16 (q4_0, iq4_nl).
 constexpr int64_t packed_block_quant_bytes(DType t) {
