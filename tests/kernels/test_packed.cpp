@@ -31,7 +31,7 @@ int64_t packable_k(DType dtype, int64_t blocks_of_32) {
 }
 
 // Where byte i of row r's standard row sits in its packed 16-row group (packed_weights.h),
-// written from the layout's description.
+// written from the layout's description: the types whose bytes are only reordered.
 size_t packed_position(DType dtype, int64_t K, int64_t r, int64_t i) {
   if (dtype == DType::Q4_K) {
     const int64_t section = i / 144, byte = i % 144;
@@ -42,34 +42,48 @@ size_t packed_position(DType dtype, int64_t K, int64_t r, int64_t i) {
     const int64_t q = byte - 16;                                               // qs[q]: unit q / 4
     return at + static_cast<size_t>(256 + ((q / 4) * 16 + r) * 4 + q % 4);
   }
-  if (dtype == DType::Q6_K) {
-    // BlockQ6_K: ql[128] at 0, qh[64] at 128, scales[16] at 192, d at 208.
-    const int64_t section = i / 210, byte = i % 210;
-    const size_t at = static_cast<size_t>(section) * 16 * 210;
-    if (byte >= 208) return at + static_cast<size_t>(2 * r + byte - 208);  // d
-    if (byte >= 192) {  // scale j = 8n + 2t + h: quad 2n + h, plane t
-      const int64_t j = byte - 192, n = j / 8, t = (j % 8) / 2, h = j % 2;
-      return at + static_cast<size_t>(32 + 64 * (2 * n + h) + 16 * t + r);
-    }
-    // A quant byte: its half n, run (0: ql's first 32 of the half, 1: its second, 2: qh) and l.
-    int64_t n = 0, run = 0, l = 0;
-    if (byte < 128) {
-      n = byte / 64;
-      run = (byte % 64) / 32;
-      l = byte % 32;
-    } else {
-      n = (byte - 128) / 32;
-      run = 2;
-      l = (byte - 128) % 32;
-    }
-    const int64_t c = l / 4, quad = 2 * n + c / 4, unit = c % 4;
-    return at + static_cast<size_t>(288 + 768 * quad + 256 * run + (unit * 16 + r) * 4 + l % 4);
-  }
   const int64_t blocks = K / 32, quant_bytes = dtype == DType::Q8_0 ? 32 : 16;
   const int64_t b = i / (2 + quant_bytes), in_block = i % (2 + quant_bytes);
   if (in_block < 2) return static_cast<size_t>((b * 16 + r) * 2 + in_block);
   const int64_t unit = (b * quant_bytes + in_block - 2) / 4;
   return static_cast<size_t>(blocks * 32 + (unit * 16 + r) * 4 + (in_block - 2) % 4);
+}
+
+// Row r's q6_k super-block (BlockQ6_K: ql[128] at 0, qh[64] at 128, scales[16] at 192, d at 208)
+// written into its packed section as packed_weights.h describes it.
+void write_q6_k_section(const uint8_t* block, int64_t r, uint8_t* section) {
+  // The stored 6-bit values as ggml's dequantize_row_q6_K reads them: for each half n and l,
+  // elements l, l + 32, l + 64, l + 96 from ql[l] low, ql[l + 32] low, ql[l] high, ql[l + 32] high
+  // and qh[l]'s bit pairs 0, 1, 2, 3.
+  uint8_t e[256];
+  for (int n = 0; n < 2; ++n) {
+    const uint8_t* ql = block + 64 * n;
+    const uint8_t* qh = block + 128 + 32 * n;
+    for (int l = 0; l < 32; ++l) {
+      e[128 * n + l] = static_cast<uint8_t>((ql[l] & 0xF) | ((qh[l] >> 0) & 3) << 4);
+      e[128 * n + l + 32] = static_cast<uint8_t>((ql[l + 32] & 0xF) | ((qh[l] >> 2) & 3) << 4);
+      e[128 * n + l + 64] = static_cast<uint8_t>((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4);
+      e[128 * n + l + 96] = static_cast<uint8_t>((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4);
+    }
+  }
+  section[2 * r] = block[208];
+  section[2 * r + 1] = block[209];
+  for (int j = 0; j < 16; ++j) {  // scale j = 8n + 2t + h: quad 2n + h, plane t
+    const int n = j / 8, t = (j % 8) / 2, h = j % 2;
+    section[32 + 64 * (2 * n + h) + 16 * t + r] = block[192 + j];
+  }
+  for (int quad = 0; quad < 4; ++quad) {
+    const int n = quad / 2, h = quad % 2;
+    for (int i = 0; i < 4; ++i) {
+      for (int k = 0; k < 4; ++k) {
+        const int first = 128 * n + 4 * (4 * h + i) + k;  // e_t: element first + 32 t
+        uint8_t* byte = section + 288 + 768 * quad + 192 * i + 4 * r + k;
+        byte[0] = static_cast<uint8_t>(e[first] | (e[first + 96] & 3) << 6);
+        byte[64] = static_cast<uint8_t>(e[first + 32] | ((e[first + 96] >> 2) & 3) << 6);
+        byte[128] = static_cast<uint8_t>(e[first + 64] | (e[first + 96] >> 4) << 6);
+      }
+    }
+  }
 }
 
 Tensor copy_of(const Tensor& w) {
@@ -99,7 +113,8 @@ bool level_has_packed_kernels() {
 TEST(PackedWeights, LayoutIsTheSpecifiedOneAndUnpacksToTheSameRows) {
   // packed_weights.h: q8_0 / q4_0 / iq4_nl per 16-row group scales [block][row] as f16, then 4-byte units
   // [unit][row] of the rows' quant bytes in order; q4_k per super-block d, dmin, 12 scale planes
-  // and qs units; q6_k per super-block d, 16 scale planes and 4 quads of ql, ql and qh units.
+  // and qs units; q6_k per super-block d, 16 scale planes and 4 quads of units of 6-bit values
+  // with a fourth's bits above them.
   for (DType dtype : kPackable) {
     const int64_t N = 32, K = packable_k(dtype, is_super_block_type(dtype) ? 16 : 3);
     const Tensor w = random_weight(dtype, N, K, 21);
@@ -107,9 +122,20 @@ TEST(PackedWeights, LayoutIsTheSpecifiedOneAndUnpacksToTheSameRows) {
     ASSERT_EQ(p.layout(), Layout::Packed);
     ASSERT_EQ(w.layout(), Layout::Rows);
     const size_t row_bytes = w.row_bytes();
-    for (int64_t n = 0; n < N; ++n) {
+    const auto* packed = static_cast<const uint8_t*>(p.data());
+    if (dtype == DType::Q6_K) {
+      std::vector<uint8_t> expected(static_cast<size_t>(N) * row_bytes);
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t s = 0; s < K / 256; ++s) {
+          write_q6_k_section(static_cast<const uint8_t*>(w.row(n)) + s * 210, n % 16,
+                             expected.data() + static_cast<size_t>(n / 16) * 16 * row_bytes + s * 16 * 210);
+        }
+      }
+      ASSERT_EQ(expected, std::vector<uint8_t>(packed, packed + expected.size()));
+    }
+    for (int64_t n = 0; n < N && dtype != DType::Q6_K; ++n) {
       const auto* row = static_cast<const uint8_t*>(w.row(n));
-      const auto* group = static_cast<const uint8_t*>(p.data()) + static_cast<size_t>(n / 16) * 16 * row_bytes;
+      const auto* group = packed + static_cast<size_t>(n / 16) * 16 * row_bytes;
       for (int64_t i = 0; i < static_cast<int64_t>(row_bytes); ++i) {
         const size_t at = packed_position(dtype, K, n % 16, i);
         ASSERT_LT(at, 16 * row_bytes);

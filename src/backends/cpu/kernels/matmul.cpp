@@ -268,7 +268,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
   args.w_packed = w.layout() == Layout::Packed;
   if (args.w_packed && (!cpu::is_packable_type(w.dtype()) || N % cpu::kPackedRows != 0)) {
     fail(ErrorKind::Internal,
-         "matmul: weight '{}' ({} {}) is marked packed but is not a q8_0, q4_0, iq4_nl or q4_k matrix of 16-row groups",
+         "matmul: weight '{}' ({} {}) is marked packed but is not a q8_0, q4_0, iq4_nl, q4_k or q6_k matrix of 16-row groups",
          w.name(), dtype_name(w.dtype()), w.shape().str());
   }
   if (args.M == 0 || N == 0) return;

@@ -582,96 +582,110 @@ void packed_q4_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
 }
 
 // Packed q6_k (packed_weights.h) against x rounded to q8_K, the 16 rows of a group in the 16
-// lanes. Each quad unit's four 6-bit values q + 32 (unsigned) are put together from its runs'
-// nibbles and top bits; per sub-block of 16, each row's exact integer dot product by 4 vpdpbusd
-// against x, started from -32 * (x's sum over the sub-block, q8_K's bsum), times the row's scale
-// (vpmulld), summed over the super-block into an exact int32 (|sum| < 16 * 128 * 16 * 32 * 128 =
-// 2^27); then acc = fma(f32(sum), d * x's scale, acc), super-block after super-block.
+// lanes. Per sub-block j of 16 (a quad's e_t of its 4 units), each row's exact integer dot product
+// of the 6-bit values q + 32 (unsigned) with x by 4 vpdpbusd, times the row's scale sc_j
+// (vpmulld), summed over the super-block from -32 * sum_j sc_j * (x's sum over sub-block j, q8_K's
+// bsum: 8 vpdpwssd) into an exact int32 (|terms| < 2^29); then y = fma(f32(sum), d * x's scale, y),
+// super-block after super-block, y's rows the accumulators (the registers hold the chains and sums
+// of eight rows of x), and the bias added at the end.
 template <int MR, int G>
 void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   const int64_t supers = a.K / kQK_K;
-  __m512 acc[G][MR];
+  float* y[G][MR];
   for (int g = 0; g < G; ++g) {
-    for (int m = 0; m < MR; ++m) acc[g][m] = _mm512_setzero_ps();
+    for (int m = 0; m < MR; ++m) {
+      y[g][m] = a.y + (m0 + m) * a.y_stride + n0[g];
+      _mm512_storeu_ps(y[g][m], _mm512_setzero_ps());
+    }
   }
-  const __m512i low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30);
+  const __m512i six = _mm512_set1_epi8(0x3F);
   for (int64_t s = 0; s < supers; ++s) {
     const int8_t* x[MR];
-    __m512 x_scale[MR];
-    int32_t start[MR][16];  // -32 * (x's sum over each sub-block)
-    for (int m = 0; m < MR; ++m) {
-      x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
-      x_scale[m] = _mm512_set1_ps(a.xq_scale[(m0 + m) * supers + s]);
-      const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
-      for (int j = 0; j < 16; ++j) start[m][j] = -32 * bsum[j];
-    }
+    for (int m = 0; m < MR; ++m) x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
     const uint8_t* section[G];
+    __m512i sum[G][MR];
     for (int g = 0; g < G; ++g) {
       section[g] = group[g] + s * kPackedQ6KSection;
       if (G > 1 && a.prefetch) {
         for (int64_t off = 0; off < kPackedQ6KQuants; off += 64)
           _mm_prefetch(reinterpret_cast<const char*>(section[g] + off + kPackedPrefetchBytes), _MM_HINT_T0);
       }
+      // The scales of sub-blocks 2p and 2p + 1 (planes t = p % 4 of quads 2n and 2n + 1, n = p / 4)
+      // as int16 pairs in each row's lane, against x's bsum pairs.
+      __m512i pairs[8];
+      for (int p = 0; p < 8; ++p) {
+        const uint8_t* even = section[g] + kPackedQ6KScales + 64 * (2 * (p / 4)) + 16 * (p % 4);
+        const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even));
+        const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even + 64));
+        pairs[p] = _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi)));
+      }
+      for (int m = 0; m < MR; ++m) {
+        const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
+        __m512i corr = _mm512_setzero_si512();
+        for (int p = 0; p < 8; ++p) {
+          int32_t both;
+          std::memcpy(&both, bsum + 2 * p, 4);
+          corr = _mm512_dpwssd_epi32(corr, pairs[p], _mm512_set1_epi32(both));
+        }
+        sum[g][m] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(corr, 5));
+      }
     }
-    __m512i sum[G][MR];
-    for (int g = 0; g < G; ++g) {
-      for (int m = 0; m < MR; ++m) sum[g][m] = _mm512_setzero_si512();
-    }
-    // The quads with the groups interleaved, so decode's streams advance 768 bytes at a time (as
-    // packed_q4_k_rows, for its reason).
-    auto quad = [&](auto Q) {
-      constexpr int kQ = decltype(Q)::value, kN = kQ / 2, kH = kQ % 2;
+    // A quad's sub-blocks one after another (e_0..e_3 of its units), the groups interleaved, so
+    // decode's streams advance 768 bytes at a time (as packed_q4_k_rows, for its reason).
+    auto sub_block = [&](auto Q, auto T) {
+      constexpr int kQ = decltype(Q)::value, kN = kQ / 2, kH = kQ % 2, kT = decltype(T)::value;
+      static_assert(kN * 8 + 2 * kT + kH < 16, "sub-block j = 8n + 2t + h");
+      __m512i dot[G][MR];
       for (int g = 0; g < G; ++g) {
-        const uint8_t* units = section[g] + kPackedQ6KQuants + kQ * kPackedQ6KQuad;
-        __m512i dot[MR][4];
-        for (int m = 0; m < MR; ++m) {
-          for (int t = 0; t < 4; ++t) dot[m][t] = _mm512_set1_epi32(start[m][8 * kN + 2 * t + kH]);
-        }
-        for (int i = 0; i < 4; ++i) {
-          const uint8_t* unit = units + 64 * i;
-          if (G > 1 && a.prefetch) {
-            for (int run = 0; run < 3; ++run)
-              _mm_prefetch(reinterpret_cast<const char*>(unit + 256 * run + kPackedPrefetchBytes), _MM_HINT_T0);
+        for (int m = 0; m < MR; ++m) dot[g][m] = _mm512_setzero_si512();
+      }
+      for (int i = 0; i < 4; ++i) {
+        for (int g = 0; g < G; ++g) {
+          const uint8_t* unit = section[g] + kPackedQ6KQuants + kQ * kPackedQ6KQuad + 192 * i;
+          if (kT == 0 && G > 1 && a.prefetch) {
+            for (int piece = 0; piece < 3; ++piece)
+              _mm_prefetch(reinterpret_cast<const char*>(unit + 64 * piece + kPackedPrefetchBytes), _MM_HINT_T0);
           }
-          const __m512i low = _mm512_loadu_si512(unit);
-          const __m512i high = _mm512_loadu_si512(unit + 256);
-          const __m512i top = _mm512_loadu_si512(unit + 512);
-          // Elements 128n + 32t + 4c.. for t = 0..3: low 4 bits from the runs' nibbles, top 2 from
-          // bits 2t of `top` moved to bits 4-5 (16-bit shifts: the bits they carry across bytes
-          // are masked off).
-          const __m512i e[4] = {
-              _mm512_or_si512(_mm512_and_si512(low, low4), _mm512_and_si512(_mm512_slli_epi16(top, 4), top2)),
-              _mm512_or_si512(_mm512_and_si512(high, low4), _mm512_and_si512(_mm512_slli_epi16(top, 2), top2)),
-              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(low, 4), low4), _mm512_and_si512(top, top2)),
-              _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(high, 4), low4),
-                              _mm512_and_si512(_mm512_srli_epi16(top, 2), top2))};
-          for (int m = 0; m < MR; ++m) {
-            for (int t = 0; t < 4; ++t)
-              dot[m][t] = _mm512_dpbusd_epi32(dot[m][t], e[t], broadcast4(x[m] + 128 * kN + 32 * t + 4 * (4 * kH + i)));
+          // Elements 128n + 32t + 4c..: e_0..e_2 the low 6 bits of pieces A, B, C, e_3 their top
+          // 2 bits gathered (16-bit shifts: the bits they carry across bytes are masked off).
+          __m512i e;
+          if constexpr (kT < 3) {
+            e = _mm512_and_si512(_mm512_loadu_si512(unit + 64 * kT), six);
+          } else {
+            const __m512i pa = _mm512_srli_epi16(_mm512_loadu_si512(unit), 6);
+            const __m512i pb = _mm512_srli_epi16(_mm512_loadu_si512(unit + 64), 4);
+            const __m512i pc = _mm512_srli_epi16(_mm512_loadu_si512(unit + 128), 2);
+            e = _mm512_or_si512(_mm512_or_si512(_mm512_and_si512(pa, _mm512_set1_epi8(0x03)),
+                                                _mm512_and_si512(pb, _mm512_set1_epi8(0x0C))),
+                                _mm512_and_si512(pc, _mm512_set1_epi8(0x30)));
           }
-        }
-        const __m512i planes = _mm512_loadu_si512(section[g] + kPackedQ6KScales + 64 * kQ);
-        const __m512i scale[4] = {_mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(planes, 0)),
-                                  _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(planes, 1)),
-                                  _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(planes, 2)),
-                                  _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(planes, 3))};
-        for (int m = 0; m < MR; ++m) {
-          for (int t = 0; t < 4; ++t) sum[g][m] = _mm512_add_epi32(sum[g][m], _mm512_mullo_epi32(dot[m][t], scale[t]));
+          for (int m = 0; m < MR; ++m)
+            dot[g][m] = _mm512_dpbusd_epi32(dot[g][m], e, broadcast4(x[m] + 128 * kN + 32 * kT + 4 * (4 * kH + i)));
         }
       }
+      for (int g = 0; g < G; ++g) {
+        const __m512i planes = _mm512_loadu_si512(section[g] + kPackedQ6KScales + 64 * kQ);
+        const __m512i scale = _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(planes, kT));
+        for (int m = 0; m < MR; ++m) sum[g][m] = _mm512_add_epi32(sum[g][m], _mm512_mullo_epi32(dot[g][m], scale));
+      }
+    };
+    auto quad = [&](auto Q) {
+      auto t = [&](auto T) { sub_block(Q, T); };
+      blocks::unroll<0, 4>(t);
     };
     blocks::unroll<0, 4>(quad);
     for (int g = 0; g < G; ++g) {
       const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(section[g])));
-      for (int m = 0; m < MR; ++m)
-        acc[g][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[g][m]), _mm512_mul_ps(d, x_scale[m]), acc[g][m]);
+      for (int m = 0; m < MR; ++m) {
+        const __m512 scale = _mm512_mul_ps(d, _mm512_set1_ps(a.xq_scale[(m0 + m) * supers + s]));
+        _mm512_storeu_ps(y[g][m], _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[g][m]), scale, _mm512_loadu_ps(y[g][m])));
+      }
     }
   }
+  if (a.bias == nullptr) return;
   for (int g = 0; g < G; ++g) {
-    const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0[g]) : _mm512_setzero_ps();
-    for (int m = 0; m < MR; ++m) {
-      _mm512_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g], _mm512_add_ps(acc[g][m], bias));
-    }
+    const __m512 bias = _mm512_loadu_ps(a.bias + n0[g]);
+    for (int m = 0; m < MR; ++m) _mm512_storeu_ps(y[g][m], _mm512_add_ps(_mm512_loadu_ps(y[g][m]), bias));
   }
 }
 
@@ -702,9 +716,9 @@ void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t
 // hide vpdpbusd's latency.
 template <DType T>
 void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  // q4_k: each row of x keeps two chains per sub-block pair besides its accumulator, q6_k four
-  // chains and a sum: eight rows' would not fit the 32 registers.
-  constexpr int kPackedBatchRows = T == DType::Q4_K || T == DType::Q6_K ? 4 : 8;
+  // q4_k: each row of x keeps two chains per sub-block pair besides its accumulator: eight rows'
+  // would not fit the 32 registers.
+  constexpr int kPackedBatchRows = T == DType::Q4_K ? 4 : 8;
   const size_t group_bytes = a.w_row_bytes * kPackedRows;
   const auto group_at = [&](int64_t n0) { return a.w + static_cast<size_t>(n0 / kPackedRows) * group_bytes; };
   int64_t n_rest = n_begin;

@@ -22,58 +22,100 @@ void for_each_q4_k_piece(int64_t r, F&& f) {
   for (int64_t u = 0; u < 32; ++u) f(16 + 4 * u, kPackedQ4KQuants + (u * 16 + r) * 4, 4);
 }
 
-// The same for q6_k (BlockQ6_K: ql[128], qh[64], scales[16], d): scale j = 8n + 2t + h in quad
-// 2n + h's plane t; ql bytes 64n + 32 b + 4c.. in run b of quad 2n + c / 4, qh bytes 32n + 4c.. in
-// its run 2, as unit c % 4.
-template <class F>
-void for_each_q6_k_piece(int64_t r, F&& f) {
-  auto unit_at = [r](int64_t quad, int64_t run, int64_t unit) {
-    return kPackedQ6KQuants + quad * kPackedQ6KQuad + ((run * 4 + unit) * 16 + r) * 4;
-  };
-  for (int64_t u = 0; u < 32; ++u) {  // ql: half n, run b, c
-    const int64_t n = u / 16, b = u % 16 / 8, c = u % 8;
-    f(4 * u, unit_at(2 * n + c / 4, b, c % 4), 4);
+// The 256 6-bit stored values (q + 32) of a q6_k block, in element order (quant_blocks.h):
+// element 128n + 32t + l takes the low (t < 2) or high nibble of ql[64n + 32 (t % 2) + l] and bits
+// 2t of qh[32n + l].
+void q6_k_values(const BlockQ6_K& block, uint8_t* values) {
+  for (int n = 0; n < 2; ++n) {
+    for (int t = 0; t < 4; ++t) {
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t ql = block.ql[64 * n + 32 * (t % 2) + l];
+        const int low = t < 2 ? ql & 15 : ql >> 4;
+        const int top = block.qh[32 * n + l] >> (2 * t) & 3;
+        values[128 * n + 32 * t + l] = static_cast<uint8_t>(low | top << 4);
+      }
+    }
   }
-  for (int64_t v = 0; v < 16; ++v) {  // qh
-    const int64_t n = v / 8, c = v % 8;
-    f(offsetof(BlockQ6_K, qh) + 4 * v, unit_at(2 * n + c / 4, 2, c % 4), 4);
+}
+void set_q6_k_values(const uint8_t* values, BlockQ6_K& block) {
+  for (int n = 0; n < 2; ++n) {
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t* v = values + 128 * n + l;  // v[32 t]: element 128n + 32t + l
+      block.ql[64 * n + l] = static_cast<uint8_t>((v[0] & 15) | (v[64] & 15) << 4);
+      block.ql[64 * n + 32 + l] = static_cast<uint8_t>((v[32] & 15) | (v[96] & 15) << 4);
+      block.qh[32 * n + l] =
+          static_cast<uint8_t>(v[0] >> 4 | (v[32] >> 4) << 2 | (v[64] >> 4) << 4 | (v[96] >> 4) << 6);
+    }
+  }
+}
+
+// Row r's places in a q6_k section: f(at, element) for each quant byte, with at[p] its offset in
+// piece p (A, B, C) and element[t] the element of its e_t; g(j, at) for each scale j.
+template <class F, class G>
+void for_each_q6_k_place(int64_t r, F&& f, G&& g) {
+  for (int64_t q = 0; q < 4; ++q) {
+    const int64_t n = q / 2, h = q % 2;
+    for (int64_t i = 0; i < 4; ++i) {
+      for (int64_t k = 0; k < 4; ++k) {
+        int64_t at[3], element[4];
+        for (int64_t p = 0; p < 3; ++p) at[p] = kPackedQ6KQuants + q * kPackedQ6KQuad + 192 * i + 64 * p + 4 * r + k;
+        for (int64_t t = 0; t < 4; ++t) element[t] = 128 * n + 32 * t + 4 * (4 * h + i) + k;
+        f(at, element);
+      }
+    }
   }
   for (int64_t j = 0; j < 16; ++j) {
     const int64_t n = j / 8, t = j % 8 / 2, h = j % 2;
-    f(offsetof(BlockQ6_K, scales) + j, kPackedQ6KScales + 64 * (2 * n + h) + 16 * t + r, 1);
+    g(j, kPackedQ6KScales + 64 * (2 * n + h) + 16 * t + r);
   }
-  f(offsetof(BlockQ6_K, d), 2 * r, 2);
 }
 
-// A super-block type's (q4_k, q6_k) standard block and packed section sizes.
-struct SuperBlockSizes {
-  size_t block;
-  int64_t section;
-};
-SuperBlockSizes super_block_sizes(DType type) {
-  return type == DType::Q4_K ? SuperBlockSizes{sizeof(BlockQ4_K), kPackedQ4KSection}
-                             : SuperBlockSizes{sizeof(BlockQ6_K), kPackedQ6KSection};
+// Row r's q6_k block (standard bytes) into its group's section, and back.
+void pack_q6_k_block(int64_t r, const uint8_t* block_bytes, uint8_t* section) {
+  BlockQ6_K block;
+  std::memcpy(&block, block_bytes, sizeof block);
+  uint8_t values[kQK_K];
+  q6_k_values(block, values);
+  for_each_q6_k_place(
+      r,
+      [&](const int64_t(&at)[3], const int64_t(&element)[4]) {
+        const int e3 = values[element[3]];
+        for (int p = 0; p < 3; ++p)
+          section[at[p]] = static_cast<uint8_t>(values[element[p]] | (e3 >> (2 * p) & 3) << 6);
+      },
+      [&](int64_t j, int64_t at) { section[at] = static_cast<uint8_t>(block.scales[j]); });
+  std::memcpy(section + 2 * r, &block.d, 2);
 }
-template <class F>
-void for_each_super_block_piece(DType type, int64_t r, F&& f) {
-  if (type == DType::Q4_K) {
-    for_each_q4_k_piece(r, f);
-  } else {
-    for_each_q6_k_piece(r, f);
-  }
+void unpack_q6_k_block(int64_t r, const uint8_t* section, uint8_t* block_bytes) {
+  BlockQ6_K block;
+  uint8_t values[kQK_K];
+  for_each_q6_k_place(
+      r,
+      [&](const int64_t(&at)[3], const int64_t(&element)[4]) {
+        for (int p = 0; p < 3; ++p) values[element[p]] = section[at[p]] & 0x3F;
+        values[element[3]] =
+            static_cast<uint8_t>(section[at[0]] >> 6 | (section[at[1]] >> 6) << 2 | (section[at[2]] >> 6) << 4);
+      },
+      [&](int64_t j, int64_t at) { block.scales[j] = static_cast<int8_t>(section[at]); });
+  set_q6_k_values(values, block);
+  std::memcpy(&block.d, section + 2 * r, 2);
+  std::memcpy(block_bytes, &block, sizeof block);
 }
 
 }  // namespace
 
 void pack_group(DType type, const uint8_t* rows, size_t row_bytes, int64_t K, uint8_t* group) {
-  if (packed_k_multiple(type) == kQK_K) {
-    const SuperBlockSizes size = super_block_sizes(type);
+  if (type == DType::Q4_K || type == DType::Q6_K) {
     for (int64_t r = 0; r < kPackedRows; ++r) {
       for (int64_t g = 0; g < K / kQK_K; ++g) {
-        const uint8_t* block = rows + static_cast<size_t>(r) * row_bytes + g * size.block;
-        uint8_t* section = group + g * size.section;
-        for_each_super_block_piece(type, r,
-                                   [&](int64_t at, int64_t to, size_t n) { std::memcpy(section + to, block + at, n); });
+        if (type == DType::Q4_K) {
+          const uint8_t* block = rows + static_cast<size_t>(r) * row_bytes + g * sizeof(BlockQ4_K);
+          uint8_t* section = group + g * kPackedQ4KSection;
+          for_each_q4_k_piece(r, [&](int64_t at, int64_t to, size_t n) { std::memcpy(section + to, block + at, n); });
+        } else {
+          pack_q6_k_block(r, rows + static_cast<size_t>(r) * row_bytes + g * sizeof(BlockQ6_K),
+                          group + g * kPackedQ6KSection);
+        }
       }
     }
     return;
@@ -95,14 +137,17 @@ void pack_group(DType type, const uint8_t* rows, size_t row_bytes, int64_t K, ui
 }
 
 void unpack_group_row(DType type, const uint8_t* group, int64_t K, int64_t r, uint8_t* row) {
-  if (packed_k_multiple(type) == kQK_K) {
-    const SuperBlockSizes size = super_block_sizes(type);
+  if (type == DType::Q4_K) {
     for (int64_t g = 0; g < K / kQK_K; ++g) {
-      uint8_t* block = row + g * size.block;
-      const uint8_t* section = group + g * size.section;
-      for_each_super_block_piece(
-          type, r, [&](int64_t at, int64_t from, size_t n) { std::memcpy(block + at, section + from, n); });
+      uint8_t* block = row + g * sizeof(BlockQ4_K);
+      const uint8_t* section = group + g * kPackedQ4KSection;
+      for_each_q4_k_piece(r, [&](int64_t at, int64_t from, size_t n) { std::memcpy(block + at, section + from, n); });
     }
+    return;
+  }
+  if (type == DType::Q6_K) {
+    for (int64_t g = 0; g < K / kQK_K; ++g)
+      unpack_q6_k_block(r, group + g * kPackedQ6KSection, row + g * sizeof(BlockQ6_K));
     return;
   }
   const int64_t blocks = K / 32;

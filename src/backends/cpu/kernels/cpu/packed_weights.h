@@ -1,6 +1,7 @@
-// The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, iq4_nl, q4_k and q6_k matrices with N a
-// multiple of 16, reordered at load so that integer dot products read sixteen rows at once. The
-// bytes are the rows' own, only reordered: a group of 16 rows takes 16 * row_bytes, as the rows did.
+// The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, iq4_nl, q4_k and q6_k
+// matrices with N a multiple of 16, reordered at load so that integer dot products read sixteen
+// rows at once. The bits are the rows' own, only moved (bytes, except q6_k's quants): a group of 16
+// rows takes 16 * row_bytes, as the rows did.
 //
 // q8_0, q4_0 and iq4_nl: a group is
 //   scales: [K / 32][16] f16, block b's scale of row r at b * 16 + r;
@@ -21,13 +22,14 @@
 //   d:      [16] f16 at 0;
 //   scales: the 16 int8 scales as 16 planes of 16 at 32, in the order the quads below take them:
 //           scale j = 8n + 2t + h of row r at 32 + 64 (2n + h) + 16 t + r;
-//   quants: 4 quads (q = 2n + h) of 768 bytes at 288 + 768 q, each three runs of 4 units
-//           [4][16][4]: ql bytes 64n + 4c.. (run 0), ql bytes 64n + 32 + 4c.. (run 1) and qh bytes
-//           32n + 4c.. (run 2), c = 4h + i for unit i: row r's at (i * 16 + r) * 4 in its run.
-//           Unit i's 4 bytes hold elements 128n + 32t + 4c + k (sub-block 8n + 2t + h) for
-//           t = 0..3: their low 4 bits in run 0's low (t = 0) and high (t = 2) nibbles and run
-//           1's (t = 1, 3), their top 2 in bits 2t of run 2's bytes (as ggml's block stores them).
-//   The kernels read a section from start to end, a quad's units in the order they consume them.
+//   quants: 4 quads (q = 2n + h) of 768 bytes at 288 + 768 q, each 4 units of three 64-byte
+//           pieces A, B, C [4][3][16][4]: piece p of unit i of row r at 192 i + 64 p + 4 r. With
+//           c = 4h + i and e_t(k) the 6-bit stored value (q + 32: ggml's ql nibble | qh bits << 4)
+//           of element 128n + 32t + 4c + k (sub-block 8n + 2t + h), byte k of row r's four holds
+//             A: e_0(k) | (e_3(k) & 3) << 6,  B: e_1(k) | (e_3(k) >> 2 & 3) << 6,
+//             C: e_2(k) | (e_3(k) >> 4) << 6,
+//           so that three of the four values are a mask away and the fourth a few shifts.
+//   The kernels read a section from start to end, in the order they consume it.
 // So 64 bytes of quants are one 4-byte unit of each of the 16 rows: what vpdpbusd takes with the
 // rows in its 16 lanes, and (nibbles split) a row of an AMX B tile (amx.cpp).
 #pragma once
