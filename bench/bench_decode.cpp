@@ -130,7 +130,7 @@ void BM_GemvShape(benchmark::State& state) {
 }
 
 void ShapeArgs(benchmark::internal::Benchmark* b) {
-  for (DType dtype : {DType::BF16, DType::Q8_0, DType::Q4_K}) {
+  for (DType dtype : {DType::BF16, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     for (auto [n, k] : {std::pair<int64_t, int64_t>{kHidden, kHidden},
                         {kKvWidth, kHidden},
                         {kFfn, kHidden},
@@ -150,7 +150,8 @@ BENCHMARK(BM_GemvShape)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_DecodeMatmuls)
     ->ArgsProduct({{static_cast<int64_t>(DType::BF16), static_cast<int64_t>(DType::Q8_0),
-                    static_cast<int64_t>(DType::Q4_0), static_cast<int64_t>(DType::Q4_K)},
+                    static_cast<int64_t>(DType::Q4_0), static_cast<int64_t>(DType::Q4_K),
+                    static_cast<int64_t>(DType::Q6_K)},
                    {1, 2}})
     ->ArgNames({"dtype", "threads"})
     ->UseRealTime()

@@ -155,10 +155,10 @@ void pack_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, ThreadPool& pool) {
   packed_scale.resize(scales);
   uint8_t* const packed_all = packed.data();  // by pointer: in the tasks, these would be the pool thread's
   float* const packed_scale_all = packed_scale.data();
-  const cpu::MatmulArgs& rows = args;
-  pool.parallel_range((args.M + 15) / 16, min_chunk_for(16 * args.K), [&](int64_t begin, int64_t end, int) {
-    isa.pack_x(rows, begin, end, packed_all, packed_scale_all);
-  });
+  constexpr int64_t kTileRows = 16;  // Isa::pack_x's unit of work
+  pool.parallel_range(
+      (args.M + kTileRows - 1) / kTileRows, min_chunk_for(kTileRows * args.K),
+      [&](int64_t begin, int64_t end, int) { isa.pack_x(args, begin, end, packed_all, packed_scale_all); });
   args.x_packed = packed_all;
   args.x_packed_scale = packed_scale_all;
 }
@@ -268,7 +268,8 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
   args.w_packed = w.layout() == Layout::Packed;
   if (args.w_packed && (!cpu::is_packable_type(w.dtype()) || N % cpu::kPackedRows != 0)) {
     fail(ErrorKind::Internal,
-         "matmul: weight '{}' ({} {}) is marked packed but is not a q8_0, q4_0, iq4_nl, q4_k or q6_k matrix of 16-row groups",
+         "matmul: weight '{}' ({} {}) is marked packed but is not a q8_0, q4_0, iq4_nl, q4_k or q6_k matrix of 16-row "
+         "groups",
          w.name(), dtype_name(w.dtype()), w.shape().str());
   }
   if (args.M == 0 || N == 0) return;

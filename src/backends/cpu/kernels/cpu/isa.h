@@ -46,7 +46,7 @@ struct MatmulArgs {
   // in that layout, and x's factors in the level's own (amx: scales, then sums); else nullptr.
   const uint8_t* x_packed = nullptr;
   const float* x_packed_scale = nullptr;
-  // w in cpu/packed_weights.h's layout (Layout::Packed, q8_0, q4_0, iq4_nl or q4_k); then also, where the
+  // w in cpu/packed_weights.h's layout (Layout::Packed, q8_0, q4_0, iq4_nl, q4_k or q6_k); then also, where the
   // level's vector loops for packed weights run (every call on a level without small_batch_rows,
   // calls of up to that many rows on one with), for q4_0 the sum of each block's quants of x,
   // [M, K / 32], and for q8_0 the quants + 128 as unsigned bytes (x ^ 0x80), [M, K]; else nullptr.

@@ -47,13 +47,13 @@ inline __m512 dmin_neg(const uint8_t* section) {
   return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(dmin), _mm512_set1_epi32(INT32_MIN)));
 }
 
-// Sub-block J's factor of the 16 rows: factor * its 6-bit value (bytes: Scales::sc or m), exact
+// Sub-block J's factor of the 16 rows: base * its 6-bit value (bytes: Scales::sc or m), exact
 // (an f16 times at most 63). With d, the scale its dot products take (d * sc); with -dmin, its
 // min (-(dmin * m)).
 template <class S, int J>
-inline __m512 factor(const __m512i (&bytes)[2], __m512 factor) {
+inline __m512 factor(const __m512i (&bytes)[2], __m512 base) {
   const __m128i lane = _mm512_extracti32x4_epi32(bytes[J / 4], J % 4);
-  return _mm512_mul_ps(factor, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lane)));
+  return _mm512_mul_ps(base, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lane)));
 }
 
 }  // namespace ferry::kernels::cpu::packed_q4_k
