@@ -581,6 +581,23 @@ void packed_q4_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
   }
 }
 
+// Sub-block T's 6-bit values (q + 32) of a packed q6_k unit (packed_weights.h), elements
+// 128n + 32T + 4c..: e_0..e_2 the low 6 bits of pieces A, B, C, e_3 their top 2 bits gathered
+// (16-bit shifts: the bits they carry across bytes are masked off).
+template <int T>
+inline __m512i q6_k_values(const uint8_t* unit) {
+  if constexpr (T < 3) {
+    return _mm512_and_si512(_mm512_loadu_si512(unit + 64 * T), _mm512_set1_epi8(0x3F));
+  } else {
+    const __m512i a = _mm512_srli_epi16(_mm512_loadu_si512(unit), 6);
+    const __m512i b = _mm512_srli_epi16(_mm512_loadu_si512(unit + 64), 4);
+    const __m512i c = _mm512_srli_epi16(_mm512_loadu_si512(unit + 128), 2);
+    return _mm512_or_si512(
+        _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi8(0x03)), _mm512_and_si512(b, _mm512_set1_epi8(0x0C))),
+        _mm512_and_si512(c, _mm512_set1_epi8(0x30)));
+  }
+}
+
 // Packed q6_k (packed_weights.h) against x rounded to q8_K, the 16 rows of a group in the 16
 // lanes. Per sub-block j of 16 (a quad's e_t of its 4 units), each row's exact integer dot product
 // of the 6-bit values q + 32 (unsigned) with x by 4 vpdpbusd, times the row's scale sc_j
@@ -598,7 +615,6 @@ void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
       _mm512_storeu_ps(y[g][m], _mm512_setzero_ps());
     }
   }
-  const __m512i six = _mm512_set1_epi8(0x3F);
   for (int64_t s = 0; s < supers; ++s) {
     const int8_t* x[MR];
     for (int m = 0; m < MR; ++m) x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
@@ -632,46 +648,61 @@ void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
     }
     // A quad's sub-blocks one after another (e_0..e_3 of its units), the groups interleaved, so
     // decode's streams advance 768 bytes at a time (as packed_q4_k_rows, for its reason).
-    auto sub_block = [&](auto Q, auto T) {
-      constexpr int kQ = decltype(Q)::value, kN = kQ / 2, kH = kQ % 2, kT = decltype(T)::value;
-      static_assert(kN * 8 + 2 * kT + kH < 16, "sub-block j = 8n + 2t + h");
-      __m512i dot[G][MR];
-      for (int g = 0; g < G; ++g) {
-        for (int m = 0; m < MR; ++m) dot[g][m] = _mm512_setzero_si512();
-      }
-      for (int i = 0; i < 4; ++i) {
-        for (int g = 0; g < G; ++g) {
-          const uint8_t* unit = section[g] + kPackedQ6KQuants + kQ * kPackedQ6KQuad + 192 * i;
-          if (kT == 0 && G > 1 && a.prefetch) {
-            for (int piece = 0; piece < 3; ++piece)
-              _mm_prefetch(reinterpret_cast<const char*>(unit + 64 * piece + kPackedPrefetchBytes), _MM_HINT_T0);
-          }
-          // Elements 128n + 32t + 4c..: e_0..e_2 the low 6 bits of pieces A, B, C, e_3 their top
-          // 2 bits gathered (16-bit shifts: the bits they carry across bytes are masked off).
-          __m512i e;
-          if constexpr (kT < 3) {
-            e = _mm512_and_si512(_mm512_loadu_si512(unit + 64 * kT), six);
-          } else {
-            const __m512i pa = _mm512_srli_epi16(_mm512_loadu_si512(unit), 6);
-            const __m512i pb = _mm512_srli_epi16(_mm512_loadu_si512(unit + 64), 4);
-            const __m512i pc = _mm512_srli_epi16(_mm512_loadu_si512(unit + 128), 2);
-            e = _mm512_or_si512(_mm512_or_si512(_mm512_and_si512(pa, _mm512_set1_epi8(0x03)),
-                                                _mm512_and_si512(pb, _mm512_set1_epi8(0x0C))),
-                                _mm512_and_si512(pc, _mm512_set1_epi8(0x30)));
-          }
-          for (int m = 0; m < MR; ++m)
-            dot[g][m] = _mm512_dpbusd_epi32(dot[g][m], e, broadcast4(x[m] + 128 * kN + 32 * kT + 4 * (4 * kH + i)));
-        }
-      }
+    // Each sub-block's dot products (chains of 4 vpdpbusd, [g][m][t]) into the sums.
+    auto add_scaled = [&](auto Q, auto T, const __m512i(&dot)[G][MR]) {
+      constexpr int kQ = decltype(Q)::value, kT = decltype(T)::value;
       for (int g = 0; g < G; ++g) {
         const __m512i planes = _mm512_loadu_si512(section[g] + kPackedQ6KScales + 64 * kQ);
         const __m512i scale = _mm512_cvtepi8_epi32(_mm512_extracti32x4_epi32(planes, kT));
         for (int m = 0; m < MR; ++m) sum[g][m] = _mm512_add_epi32(sum[g][m], _mm512_mullo_epi32(dot[g][m], scale));
       }
     };
+    auto unit_at = [&](int g, int q, int i) { return section[g] + kPackedQ6KQuants + q * kPackedQ6KQuad + 192 * i; };
+    // x's 4 bytes of element 128n + 32t + 4c, c = 4h + i, for row m.
+    auto x_at = [&](int m, int q, int t, int i) { return x[m] + 128 * (q / 2) + 32 * t + 4 * (4 * (q % 2) + i); };
+    // Decode (G streams, one row of x): a quad's units one after another, all four sub-blocks at
+    // once, so each stream is read strictly in order. Batches: a quad's sub-blocks one after
+    // another, eight rows of x sharing each unit, their chains and sums in registers. The integer
+    // sums are exact, so both orders give the same bits.
     auto quad = [&](auto Q) {
-      auto t = [&](auto T) { sub_block(Q, T); };
-      blocks::unroll<0, 4>(t);
+      constexpr int kQ = decltype(Q)::value;
+      if constexpr (G > 1) {
+        __m512i dot[4][G][MR];
+        for (auto& t : dot) {
+          for (auto& g : t) {
+            for (auto& m : g) m = _mm512_setzero_si512();
+          }
+        }
+        for (int i = 0; i < 4; ++i) {
+          for (int g = 0; g < G; ++g) {
+            const uint8_t* unit = unit_at(g, kQ, i);
+            if (a.prefetch) {
+              for (int piece = 0; piece < 3; ++piece)
+                _mm_prefetch(reinterpret_cast<const char*>(unit + 64 * piece + kPackedPrefetchBytes), _MM_HINT_T0);
+            }
+            const __m512i e[4] = {q6_k_values<0>(unit), q6_k_values<1>(unit), q6_k_values<2>(unit),
+                                  q6_k_values<3>(unit)};
+            for (int t = 0; t < 4; ++t) {
+              for (int m = 0; m < MR; ++m)
+                dot[t][g][m] = _mm512_dpbusd_epi32(dot[t][g][m], e[t], broadcast4(x_at(m, kQ, t, i)));
+            }
+          }
+        }
+        auto scaled = [&](auto T) { add_scaled(Q, T, dot[decltype(T)::value]); };
+        blocks::unroll<0, 4>(scaled);
+      } else {
+        auto sub_block = [&](auto T) {
+          constexpr int kT = decltype(T)::value;
+          __m512i dot[G][MR];
+          for (int m = 0; m < MR; ++m) dot[0][m] = _mm512_setzero_si512();
+          for (int i = 0; i < 4; ++i) {
+            const __m512i e = q6_k_values<kT>(unit_at(0, kQ, i));
+            for (int m = 0; m < MR; ++m) dot[0][m] = _mm512_dpbusd_epi32(dot[0][m], e, broadcast4(x_at(m, kQ, kT, i)));
+          }
+          add_scaled(Q, T, dot);
+        };
+        blocks::unroll<0, 4>(sub_block);
+      }
     };
     blocks::unroll<0, 4>(quad);
     for (int g = 0; g < G; ++g) {
