@@ -646,9 +646,7 @@ void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
         sum[g][m] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(corr, 5));
       }
     }
-    // A quad's sub-blocks one after another (e_0..e_3 of its units), the groups interleaved, so
-    // decode's streams advance 768 bytes at a time (as packed_q4_k_rows, for its reason).
-    // Each sub-block's dot products (chains of 4 vpdpbusd, [g][m][t]) into the sums.
+    // A sub-block's dot products (chains of 4 vpdpbusd, [g][m]) times its scales, into the sums.
     auto add_scaled = [&](auto Q, auto T, const __m512i(&dot)[G][MR]) {
       constexpr int kQ = decltype(Q)::value, kT = decltype(T)::value;
       for (int g = 0; g < G; ++g) {
@@ -661,7 +659,8 @@ void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
     // x's 4 bytes of element 128n + 32t + 4c, c = 4h + i, for row m.
     auto x_at = [&](int m, int q, int t, int i) { return x[m] + 128 * (q / 2) + 32 * t + 4 * (4 * (q % 2) + i); };
     // Decode (G streams, one row of x): a quad's units one after another, all four sub-blocks at
-    // once, so each stream is read strictly in order. Batches: a quad's sub-blocks one after
+    // once, the groups interleaved, so each stream is read strictly in order (the prefetches
+    // written here: from a lambda, GCC 12 dropped them). Batches: a quad's sub-blocks one after
     // another, eight rows of x sharing each unit, their chains and sums in registers. The integer
     // sums are exact, so both orders give the same bits.
     auto quad = [&](auto Q) {
