@@ -188,7 +188,7 @@ TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
             const std::vector<float> row(xv.begin() + m * K, xv.begin() + (m + 1) * K);
             RefRounded xe;
             if (mode == kernels::Q8Activations::Q8_0) {
-              xe = ref_round_activations(dtype, row);  // q8_0, or q8_K for q4_k
+              xe = ref_round_activations(dtype, row);  // q8_0, or q8_K for q4_k and q6_k
             } else {
               xe.x.assign(row.begin(), row.end());
             }
@@ -214,7 +214,7 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // tiles, two blocks in flight, for q8_0 / q4_0 here an odd number of blocks) gives the same bits,
   // with a bias, for 1 to 3 threads, and every level with packed kernels gives the same bits as the
   // others (amx's packed iq4_nl and q6_k: the vector loops at every batch). The small batches reach
-  // each remainder of the vector loops' batches of 8 (q4_k, q6_k: 4).
+  // each remainder of the vector loops' batches of 8 (q4_k: 4).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);

@@ -1,4 +1,4 @@
-// Repacking q8_0, q4_0, iq4_nl and q4_k weights at load into the layout of cpu/packed_weights.h, and reading
+// Repacking q8_0, q4_0, iq4_nl, q4_k and q6_k weights at load into the layout of cpu/packed_weights.h, and reading
 // them back a row at a time.
 #include <algorithm>
 #include <cstdlib>
@@ -39,8 +39,8 @@ Tensor repack_weight(const Tensor& w, ThreadPool& pool) {
   if (!cpu::is_packable_type(w.dtype()) || w.rank() != 2 || w.dim(0) % cpu::kPackedRows != 0 ||
       w.layout() != Layout::Rows) {
     fail(ErrorKind::Internal,
-         "repack_weight: '{}' ({} {}) is not a q8_0, q4_0, iq4_nl or q4_k matrix of whole 16-row groups", w.name(),
-         dtype_name(w.dtype()), w.shape().str());
+         "repack_weight: '{}' ({} {}) is not a q8_0, q4_0, iq4_nl, q4_k or q6_k matrix of whole 16-row groups",
+         w.name(), dtype_name(w.dtype()), w.shape().str());
   }
   const size_t row_bytes = w.row_bytes();
   const int64_t K = w.dim(1);

@@ -660,9 +660,9 @@ void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
     auto x_at = [&](int m, int q, int t, int i) { return x[m] + 128 * (q / 2) + 32 * t + 4 * (4 * (q % 2) + i); };
     // Decode (G streams, one row of x): a quad's units one after another, all four sub-blocks at
     // once, the groups interleaved, so each stream is read strictly in order (the prefetches
-    // written here: from a lambda, GCC 12 dropped them). Batches: a quad's sub-blocks one after
-    // another, eight rows of x sharing each unit, their chains and sums in registers. The integer
-    // sums are exact, so both orders give the same bits.
+    // written out here: moved into a helper lambda, they were dropped by GCC 12). Batches: a quad's sub-blocks one
+    // after another, eight rows of x sharing each unit, their chains and sums in registers. The integer sums are exact,
+    // so both orders give the same bits.
     auto quad = [&](auto Q) {
       constexpr int kQ = decltype(Q)::value;
       if constexpr (G > 1) {

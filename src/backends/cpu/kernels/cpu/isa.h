@@ -148,7 +148,8 @@ struct Isa {
   // multiples of 16. nullptr elsewhere: matmul.cpp unpacks the rows for `matmul`. Every level that
   // has it computes each output with the same operations in the same order (per block, the exact
   // integer dot product, then acc = fma(f32(dot), weight scale * x scale, acc) in increasing k,
-  // q4_k's per sub-block with its min after it, packed_weights.h; then acc + bias), so they agree
+  // q4_k's per sub-block with its min after it, q6_k's sub-blocks summed exactly and one step per
+  // super-block, packed_weights.h; then acc + bias), so they agree
   // bit for bit, for every M (small_batch_rows does not apply).
   void (*matmul_packed)(const MatmulArgs& args, int64_t n_begin, int64_t n_end) = nullptr;
   // Which packable types (packed_weights.h) this level repacks at load: those its matmul_packed

@@ -29,7 +29,7 @@
 //             A: e_0(k) | (e_3(k) & 3) << 6,  B: e_1(k) | (e_3(k) >> 2 & 3) << 6,
 //             C: e_2(k) | (e_3(k) >> 4) << 6,
 //           so that three of the four values are a mask away and the fourth a few shifts.
-//   The kernels read a section from start to end, in the order they consume it.
+//   Decode reads a section's quads in order, each unit's three pieces one after another.
 // So 64 bytes of quants are one 4-byte unit of each of the 16 rows: what vpdpbusd takes with the
 // rows in its 16 lanes, and (nibbles split) a row of an AMX B tile (amx.cpp).
 #pragma once
@@ -51,6 +51,7 @@ inline constexpr int64_t kPackedQ6KSection = 16 * sizeof(BlockQ6_K);
 inline constexpr int64_t kPackedQ6KScales = 32;
 inline constexpr int64_t kPackedQ6KQuants = 288;
 inline constexpr int64_t kPackedQ6KQuad = 768;
+static_assert(kPackedQ6KQuants + 4 * kPackedQ6KQuad == kPackedQ6KSection, "d, scale planes, 4 quads");
 
 constexpr bool is_packable_type(DType t) {
   return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL || t == DType::Q4_K || t == DType::Q6_K;
