@@ -73,12 +73,12 @@ void round_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, cpu::ActivationQuant
   xq_scale.resize(static_cast<size_t>(args.M * scales));
   if (quant == cpu::ActivationQuant::Q8_1) xq_sum.resize(static_cast<size_t>(args.M * (K / 32)));
   if (quant == cpu::ActivationQuant::Q8_K) xq_bsum.resize(static_cast<size_t>(args.M * (K / 16)));
-  // Packed weights' vector loops also read x's quants + 128 (q8_0) or its block sums (q4_0, iq4_nl); a
-  // level whose larger batches take other loops (small_batch_rows: amx's tiles) reads them only in
-  // small ones, or, for a type it does not repack, in every batch (isa.h repacks).
-  const bool vector_forms = args.w_packed && isa.matmul_packed != nullptr &&
-                            (isa.small_batch_rows == 0 || args.call_rows <= isa.small_batch_rows ||
-                             isa.repacks == nullptr || !isa.repacks(args.w_type));
+  // Packed weights' vector loops on x in rows also read its quants + 128 (q8_0) or its block sums
+  // (q4_0, iq4_nl): where the level keeps no copy of its own for this call (pack_x: batches go by
+  // that copy, amx's tiles or the vector loops' panels; decode by the rows).
+  size_t own_bytes = 0, own_scales = 0;
+  if (isa.packed_x_size != nullptr) isa.packed_x_size(args, &own_bytes, &own_scales);
+  const bool vector_forms = args.w_packed && isa.matmul_packed != nullptr && own_bytes == 0;
   const bool flip = vector_forms && args.w_type == DType::Q8_0;
   const bool sum_blocks = vector_forms && (args.w_type == DType::Q4_0 || args.w_type == DType::IQ4_NL);
   if (flip) flipped.resize(xq.size());

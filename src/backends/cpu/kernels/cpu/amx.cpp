@@ -189,12 +189,18 @@ XFactorRows x_factor_rows(const MatmulArgs& a) {
   }
 }
 
+// Packed weights that take avx512bf16's vector loops (matmul_packed_amx): small calls, and at every
+// batch the types without packed tiles. Their x is that level's copy (its panels), or none.
+bool takes_vector_loops(const MatmulArgs& a) {
+  return a.w_packed && (a.call_rows <= kMaxVectorRows || !amx_repacks(a.w_type));
+}
+
 void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
   *bytes = 0;
   *scales = 0;
-  if (a.call_rows <= kMaxVectorRows) return;         // decode: the avx512bf16 loops, on x unpacked
-  if (a.w_packed && !amx_repacks(a.w_type)) return;  // the same loops at every batch
+  if (takes_vector_loops(a)) return avx512_bf16_isa()->packed_x_size(a, bytes, scales);
+  if (a.call_rows <= kMaxVectorRows) return;  // decode: the avx512bf16 loops, on x unpacked
   if (has_tiles(a.w_type)) {  // x's rows x_row_bytes apart, zero past M; the sums for q8_K's mins
     *bytes = static_cast<size_t>(m_tiles * kTile * x_row_bytes(a.K));
     const XFactorRows rows = x_factor_rows(a);
@@ -209,6 +215,7 @@ void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
 // bf16: x as tile 5 wants it, per 16 rows and chunk: [m_tile][chunk][r][row][4 bytes], rows past
 // M and elements past K zero.
 void pack_x(const MatmulArgs& a, int64_t tile_begin, int64_t tile_end, uint8_t* packed, float* packed_scale) {
+  if (takes_vector_loops(a)) return avx512_bf16_isa()->pack_x(a, tile_begin, tile_end, packed, packed_scale);
   if (a.w_type != DType::BF16) {
     const int64_t stride = x_row_bytes(a.K);
     const XFactorRows rows = x_factor_rows(a);
@@ -935,7 +942,7 @@ void packed_q4_k_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 // takes the vector loops at every batch.
 void matmul_packed_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   // More rows always come with x's tile copy (matmul.cpp calls packed kernels only on rounded x).
-  if (a.call_rows <= kMaxVectorRows || !amx_repacks(a.w_type)) {
+  if (takes_vector_loops(a)) {
     return avx512_bf16_isa()->matmul_packed(a, n_begin, n_end);
   }
   if (a.w_type == DType::Q8_0) return packed_tiles<DType::Q8_0>(a, n_begin, n_end);

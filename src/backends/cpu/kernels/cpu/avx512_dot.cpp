@@ -385,9 +385,9 @@ inline __m512i broadcast4(const int8_t* p) {
 // Packed q8_0 / q4_0 / iq4_nl weights (packed_weights.h) against x rounded to q8_0: the 16 rows of a
 // group in the 16 lanes, each vpdpbusd adding 4 products per row. Per block, each row's exact
 // integer dot product, from 8 vpdpbusd:
-//   q8_0:   x + 128 (a.xq_unsigned: x is in [-127, 127]) against the signed weights, less
-//           128 * (the row's block sum, from 8 vpdpbusd of 128 against the weights: per group for
-//           a batch, q8_0_group_offsets, else alongside);
+//   q8_0:   x + 128 (a.xq_unsigned, or the panels' copy: x is in [-127, 127]) against the signed
+//           weights, less 128 * (the row's block sum, from 8 vpdpbusd of 128 against the weights:
+//           per group for a batch in panels, q8_0_group_offsets, else alongside);
 //   q4_0:   the stored nibbles (q + 8, unsigned) against signed x, started from -8 * (x's block sum);
 //   iq4_nl: the nibbles looked up (vpshufb) as their table values + 128 (unsigned) against signed
 //           x, started from -128 * (x's block sum);
@@ -408,11 +408,10 @@ void q8_0_group_offsets(const uint8_t* group, int64_t blocks, int32_t* out) {
   }
 }
 
-// G groups of 16 weight rows (group[g], outputs from n0[g]) against MR rows of x from m0. For q8_0
-// with G = 1, offsets: the group's q8_0_group_offsets, or nullptr to compute them here.
+// G groups of 16 weight rows (group[g], outputs from n0[g]) against MR rows of x from m0, x in
+// rows (decode, and batches on a level that gave x no panels).
 template <DType T, int MR, int G>
-void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G],
-                 const int32_t* offsets = nullptr) {
+void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   const int64_t blocks = a.K / 32;
   constexpr int64_t kUnits = T == DType::Q8_0 ? 8 : 4;  // 64-byte units of quants per block
   // What the unsigned nibble bytes exceed the values by: q4_0's stored q + 8, iq4_nl's value + 128.
@@ -440,9 +439,8 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
       // end: vpdpbusd's latency is several cycles, and one chain per row would leave the unit
       // waiting with few rows. Integer sums: exact in any order.
       __m512i dot[MR][2];
-      const bool given = T == DType::Q8_0 && offsets != nullptr;
       for (int m = 0; m < MR; ++m) {
-        dot[m][0] = given ? _mm512_loadu_si512(offsets + b * kPackedRows) : start[m];
+        dot[m][0] = start[m];
         dot[m][1] = _mm512_setzero_si512();
       }
       // q8_0: 128 * (the rows' block sums), in two chains as well.
@@ -457,11 +455,9 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
           if (G > 1 && a.prefetch)
             _mm_prefetch(reinterpret_cast<const char*>(unit + (c + 1) * 64 + kPackedPrefetchBytes), _MM_HINT_T0);
           const __m512i w_odd = _mm512_loadu_si512(unit + (c + 1) * 64);
-          if (!given) {
-            const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
-            w_offset[0] = _mm512_dpbusd_epi32(w_offset[0], x80, w);
-            w_offset[1] = _mm512_dpbusd_epi32(w_offset[1], x80, w_odd);
-          }
+          const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
+          w_offset[0] = _mm512_dpbusd_epi32(w_offset[0], x80, w);
+          w_offset[1] = _mm512_dpbusd_epi32(w_offset[1], x80, w_odd);
           for (int m = 0; m < MR; ++m) {
             dot[m][0] = _mm512_dpbusd_epi32(dot[m][0], broadcast4(x[m] + b * 32 + c * 4), w);
             dot[m][1] = _mm512_dpbusd_epi32(dot[m][1], broadcast4(x[m] + b * 32 + c * 4 + 4), w_odd);
@@ -482,7 +478,7 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
       }
       for (int m = 0; m < MR; ++m) {
         __m512i sum = _mm512_add_epi32(dot[m][0], dot[m][1]);
-        if (T == DType::Q8_0 && !given) sum = _mm512_sub_epi32(sum, _mm512_add_epi32(w_offset[0], w_offset[1]));
+        if (T == DType::Q8_0) sum = _mm512_sub_epi32(sum, _mm512_add_epi32(w_offset[0], w_offset[1]));
         acc[g][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(w_scale, x_scale[m]), acc[g][m]);
       }
     }
@@ -492,6 +488,144 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
     for (int m = 0; m < MR; ++m) {
       _mm512_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g], _mm512_add_ps(acc[g][m], bias));
     }
+  }
+}
+
+// x's copy for batches against packed q8_0 / q4_0 / iq4_nl (the level's pack_x), in panels of
+// kPanelRows rows: per panel and block of 32, the rows' 32 quants one after another (q8_0: + 128,
+// unsigned, the weights being the signed side), [panel][block][row][32 bytes]; after every
+// panel's quants, each row's start for the block (q4_0: -8 * the block's quant sum, iq4_nl: -128
+// * it, q8_0: 0) as int32, [panel][block][row]; the scales in x_packed_scale likewise. Rows past M
+// are zero. A tile of rows is then one pointer and constant offsets: with a pointer per row, GCC
+// kept them on the stack and reloaded them every block (the batches ran at half the peak).
+constexpr int64_t kPanelRows = 16;  // matmul.cpp's tile of pack_x work
+
+constexpr bool takes_panels(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL; }
+
+int64_t panel_count(const MatmulArgs& a) { return (a.M + kPanelRows - 1) / kPanelRows; }
+
+// The starts of panel `panel`'s rows for block 0 (then kPanelRows apart per block).
+const uint8_t* panel_starts(const MatmulArgs& a, int64_t panel) {
+  const int64_t blocks = a.K / 32;
+  return a.x_packed + panel_count(a) * kPanelRows * a.K + panel * blocks * kPanelRows * 4;
+}
+
+// G groups of 16 weight rows against MR rows of x's panels from row m0 (m0 % kPanelRows + MR <=
+// kPanelRows: rows past M are the panel's zeros, their outputs not stored), every product of
+// the tile from one load of the weights and one broadcast of x: per block and row one chain of
+// vpdpbusd per group, started from q8_0's offsets[g] (q8_0_group_offsets) or x's start, then
+// acc += f32(dot) * (weight scales * x scale) as packed_rows does.
+template <DType T, int MR, int G>
+void panel_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G],
+                const int32_t* const (&offsets)[G]) {
+  const int64_t blocks = a.K / 32;
+  constexpr int64_t kUnits = T == DType::Q8_0 ? 8 : 4;
+  const int64_t panel = m0 / kPanelRows, r0 = m0 % kPanelRows;
+  const uint8_t* xq = a.x_packed + panel * kPanelRows * a.K + r0 * 32;
+  const uint8_t* starts = panel_starts(a, panel) + r0 * 4;
+  const float* scales = a.x_packed_scale + panel * blocks * kPanelRows + r0;
+  [[maybe_unused]] const __m512i table = T == DType::IQ4_NL ? iq4_unsigned_values() : _mm512_setzero_si512();
+  __m512 acc[G][MR];
+  for (int g = 0; g < G; ++g) {
+    for (int m = 0; m < MR; ++m) acc[g][m] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* xb = xq + b * kPanelRows * 32;
+    __m512i dot[G][MR];
+    for (int m = 0; m < MR; ++m) {
+      for (int g = 0; g < G; ++g) {
+        dot[g][m] = T == DType::Q8_0 ? _mm512_loadu_si512(offsets[g] + b * kPackedRows)
+                                     : broadcast4(reinterpret_cast<const int8_t*>(starts + (b * kPanelRows + m) * 4));
+      }
+    }
+    for (int64_t c = 0; c < kUnits; ++c) {
+      if constexpr (T == DType::Q8_0) {
+        __m512i w[G];
+        for (int g = 0; g < G; ++g) w[g] = _mm512_loadu_si512(group[g] + blocks * kPackedRows * 2 + (b * kUnits + c) * 64);
+        for (int m = 0; m < MR; ++m) {
+          const __m512i xv = broadcast4(reinterpret_cast<const int8_t*>(xb + m * 32 + c * 4));
+          for (int g = 0; g < G; ++g) dot[g][m] = _mm512_dpbusd_epi32(dot[g][m], xv, w[g]);
+        }
+      } else {
+        __m512i low[G], high[G];
+        for (int g = 0; g < G; ++g) {
+          const __m512i w = _mm512_loadu_si512(group[g] + blocks * kPackedRows * 2 + (b * kUnits + c) * 64);
+          low[g] = _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
+          high[g] = _mm512_and_si512(_mm512_srli_epi16(w, 4), _mm512_set1_epi8(0x0F));
+          if constexpr (T == DType::IQ4_NL) {
+            low[g] = _mm512_shuffle_epi8(table, low[g]);
+            high[g] = _mm512_shuffle_epi8(table, high[g]);
+          }
+        }
+        for (int m = 0; m < MR; ++m) {
+          const __m512i x_low = broadcast4(reinterpret_cast<const int8_t*>(xb + m * 32 + c * 4));
+          const __m512i x_high = broadcast4(reinterpret_cast<const int8_t*>(xb + m * 32 + 16 + c * 4));
+          for (int g = 0; g < G; ++g) {
+            dot[g][m] = _mm512_dpbusd_epi32(dot[g][m], low[g], x_low);
+            dot[g][m] = _mm512_dpbusd_epi32(dot[g][m], high[g], x_high);
+          }
+        }
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      const __m512 w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(group[g]) + b));
+      for (int m = 0; m < MR; ++m) {
+        const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(scales[b * kPanelRows + m]));
+        acc[g][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[g][m]), scale, acc[g][m]);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0[g]) : _mm512_setzero_ps();
+    for (int m = 0; m < MR && m0 + m < a.M; ++m) {
+      _mm512_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g], _mm512_add_ps(acc[g][m], bias));
+    }
+  }
+}
+
+// G groups from n0[0], n0[1], ... against every row of x's panels: each panel's rows six at a
+// time (12 chains and 12 accumulators for two groups fit the 32 registers), the last four or two
+// (a panel's zero rows fill a tile's rest).
+template <DType T, int G>
+void panel_groups(const MatmulArgs& a, const int64_t (&n0)[G], int32_t* offset_scratch) {
+  const int64_t blocks = a.K / 32;
+  const size_t group_bytes = a.w_row_bytes * kPackedRows;
+  const uint8_t* group[G];
+  const int32_t* offsets[G];
+  for (int g = 0; g < G; ++g) {
+    group[g] = a.w + static_cast<size_t>(n0[g] / kPackedRows) * group_bytes;
+    offsets[g] = nullptr;
+    if constexpr (T == DType::Q8_0) {
+      int32_t* out = offset_scratch + g * blocks * kPackedRows;
+      q8_0_group_offsets(group[g], blocks, out);
+      offsets[g] = out;
+    }
+  }
+  for (int64_t p0 = 0; p0 < a.M; p0 += kPanelRows) {
+    const int64_t end = a.M < p0 + kPanelRows ? a.M : p0 + kPanelRows;  // no std:: template in here
+    int64_t m = p0;
+    for (; end - m > 4; m += 6) panel_rows<T, 6, G>(a, m, group, n0, offsets);
+    if (end - m > 2) {
+      panel_rows<T, 4, G>(a, m, group, n0, offsets);
+    } else if (end - m > 0) {
+      panel_rows<T, 2, G>(a, m, group, n0, offsets);
+    }
+  }
+}
+
+// A batch against packed q8_0 / q4_0 / iq4_nl with x in panels: two groups of 16 weight rows at a
+// time, so each broadcast of x serves 32 outputs.
+template <DType T>
+void panel_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  int32_t* offset_scratch = T == DType::Q8_0 ? int32_scratch(static_cast<size_t>(2 * a.K / 32 * kPackedRows)) : nullptr;
+  int64_t n0 = n_begin;
+  for (; n0 + 2 * kPackedRows <= n_end; n0 += 2 * kPackedRows) {
+    const int64_t starts[2] = {n0, n0 + kPackedRows};
+    panel_groups<T, 2>(a, starts, offset_scratch);
+  }
+  if (n0 < n_end) {
+    const int64_t starts[1] = {n0};
+    panel_groups<T, 1>(a, starts, offset_scratch);
   }
 }
 
@@ -719,36 +853,36 @@ void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
   }
 }
 
-// One packed layout's loop for G groups of weight rows and MR rows of x (offsets: packed_rows').
+// One packed layout's loop for G groups of weight rows and MR rows of x in rows.
 template <DType T, int MR, int G>
-void packed_type_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G],
-                      const int32_t* offsets = nullptr) {
+void packed_type_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   if constexpr (T == DType::Q4_K) {
     packed_q4_k_rows<MR, G>(a, m0, group, n0);
   } else if constexpr (T == DType::Q6_K) {
     packed_q6_k_rows<MR, G>(a, m0, group, n0);
   } else {
-    packed_rows<T, MR, G>(a, m0, group, n0, offsets);
+    packed_rows<T, MR, G>(a, m0, group, n0);
   }
 }
 
 template <DType T, int MR>
-void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t n0, const int32_t* offsets) {
+void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t n0) {
   const uint8_t* const groups[1] = {group};
   const int64_t starts[1] = {n0};
-  packed_type_rows<T, MR, 1>(a, m0, groups, starts, offsets);
+  packed_type_rows<T, MR, 1>(a, m0, groups, starts);
 }
 
 // One row of x (decode) reads every weight once and is bound by memory: it takes kStreams groups
 // at once from kStreams equal parts of the range, so as many sequential streams are in flight.
-// More rows take one group at a time, eight rows of x at a time (q4_k: four; then four, then the
-// rest), so each 64 bytes of weights loaded serve eight rows, and eight rows' sums (sixteen chains)
-// hide vpdpbusd's latency.
+// More rows: q8_0 / q4_0 / iq4_nl by x's panels (panel_matmul; the level packs x into them for
+// every batch, pack_x), else a row at a time; q4_k and q6_k one group at a time, eight rows of x
+// at a time (q4_k: four; then four, then the rest), so each 64 bytes of weights loaded serve
+// eight rows, and eight rows' sums (sixteen chains) hide vpdpbusd's latency.
 template <DType T>
 void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  // q4_k: each row of x keeps two chains per sub-block pair besides its accumulator: eight rows'
-  // would not fit the 32 registers.
-  constexpr int kPackedBatchRows = T == DType::Q4_K ? 4 : 8;
+  if constexpr (takes_panels(T)) {
+    if (a.M > 1 && a.x_packed != nullptr) return panel_matmul<T>(a, n_begin, n_end);
+  }
   const size_t group_bytes = a.w_row_bytes * kPackedRows;
   const auto group_at = [&](int64_t n0) { return a.w + static_cast<size_t>(n0 / kPackedRows) * group_bytes; };
   int64_t n_rest = n_begin;
@@ -766,29 +900,33 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
     }
     n_rest = n_begin + kStreams * part;
   }
-  int32_t* offsets = T == DType::Q8_0 && a.M > 1 ? int32_scratch(static_cast<size_t>(a.K / 32 * kPackedRows)) : nullptr;
   for (int64_t n0 = n_rest; n0 < n_end; n0 += kPackedRows) {
     const uint8_t* group = group_at(n0);
-    if (offsets != nullptr) q8_0_group_offsets(group, a.K / 32, offsets);
-    int64_t m = 0;
-    for (; m + kPackedBatchRows <= a.M; m += kPackedBatchRows)
-      packed_group<T, kPackedBatchRows>(a, m, group, n0, offsets);
-    if (kPackedBatchRows > 4 && a.M - m >= 4) {
-      packed_group<T, 4>(a, m, group, n0, offsets);
-      m += 4;
-    }
-    switch (a.M - m) {
-      case 3:
-        packed_group<T, 3>(a, m, group, n0, offsets);
-        break;
-      case 2:
-        packed_group<T, 2>(a, m, group, n0, offsets);
-        break;
-      case 1:
-        packed_group<T, 1>(a, m, group, n0, offsets);
-        break;
-      default:
-        break;
+    if constexpr (takes_panels(T)) {
+      for (int64_t m = 0; m < a.M; ++m) packed_group<T, 1>(a, m, group, n0);
+    } else {
+      // q4_k: each row of x keeps two chains per sub-block pair besides its accumulator: eight
+      // rows' would not fit the 32 registers.
+      constexpr int kPackedBatchRows = T == DType::Q4_K ? 4 : 8;
+      int64_t m = 0;
+      for (; m + kPackedBatchRows <= a.M; m += kPackedBatchRows) packed_group<T, kPackedBatchRows>(a, m, group, n0);
+      if (kPackedBatchRows > 4 && a.M - m >= 4) {
+        packed_group<T, 4>(a, m, group, n0);
+        m += 4;
+      }
+      switch (a.M - m) {
+        case 3:
+          packed_group<T, 3>(a, m, group, n0);
+          break;
+        case 2:
+          packed_group<T, 2>(a, m, group, n0);
+          break;
+        case 1:
+          packed_group<T, 1>(a, m, group, n0);
+          break;
+        default:
+          break;
+      }
     }
   }
 }
@@ -799,6 +937,49 @@ void matmul_packed_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.w_type == DType::Q6_K) return packed_matmul<DType::Q6_K>(a, n_begin, n_end);
   if (a.w_type == DType::IQ4_NL) return packed_matmul<DType::IQ4_NL>(a, n_begin, n_end);
   packed_matmul<DType::Q4_0>(a, n_begin, n_end);
+}
+
+// The level's copy of x (Isa::packed_x_size / pack_x): panels for a batch against packed q8_0,
+// q4_0 or iq4_nl (the quants and starts in the bytes, the scales in the floats), nothing else.
+void panel_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
+  *bytes = 0;
+  *scales = 0;
+  if (!a.w_packed || a.M < 2 || !takes_panels(a.w_type)) return;
+  const int64_t rows = panel_count(a) * kPanelRows, blocks = a.K / 32;
+  *bytes = static_cast<size_t>(rows * a.K + rows * blocks * 4);
+  *scales = static_cast<size_t>(rows * blocks);
+}
+
+void pack_x_panels(const MatmulArgs& a, int64_t panel_begin, int64_t panel_end, uint8_t* packed, float* packed_scale) {
+  const int64_t blocks = a.K / 32;
+  // What x's sums start from: -(the unsigned bytes' excess) * (x's block sum), as packed_rows.
+  const int32_t nibble_offset = a.w_type == DType::IQ4_NL ? 128 : a.w_type == DType::Q4_0 ? 8 : 0;
+  uint8_t* const starts_all = packed + panel_count(a) * kPanelRows * a.K;
+  for (int64_t panel = panel_begin; panel < panel_end; ++panel) {
+    for (int64_t r = 0; r < kPanelRows; ++r) {
+      const int64_t m = panel * kPanelRows + r;
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t at = (panel * blocks + b) * kPanelRows + r;
+        uint8_t* q = packed + at * 32;
+        int32_t start = 0;
+        if (m < a.M) {
+          const int8_t* x = a.xq + m * a.K + b * 32;
+          int32_t sum = 0;
+          for (int j = 0; j < 32; ++j) {
+            sum += x[j];
+            q[j] = a.w_type == DType::Q8_0 ? static_cast<uint8_t>(static_cast<uint8_t>(x[j]) ^ 0x80u)
+                                           : static_cast<uint8_t>(x[j]);
+          }
+          start = -nibble_offset * sum;
+          packed_scale[at] = a.xq_scale[m * blocks + b];
+        } else {
+          std::memset(q, 0, 32);
+          packed_scale[at] = 0.0f;
+        }
+        std::memcpy(starts_all + at * 4, &start, 4);
+      }
+    }
+  }
 }
 
 // The super-block code's vectors with VNNI: the scale products summed into the accumulator by one
@@ -855,6 +1036,8 @@ const Isa* avx512_vnni_isa() {
   static const Isa isa = [] {
     Isa level = *avx512_isa();
     level.name = "avx512vnni";
+    level.packed_x_size = panel_x_size;
+    level.pack_x = pack_x_panels;
     level.matmul = matmul_dot<false>;
     level.matmul_packed = matmul_packed_dot;
     level.repacks = is_packable_type;
@@ -870,6 +1053,8 @@ const Isa* avx512_bf16_isa() {
   static const Isa isa = [] {
     Isa level = *avx512_isa();
     level.name = "avx512bf16";
+    level.packed_x_size = panel_x_size;
+    level.pack_x = pack_x_panels;
     level.matmul = matmul_dot<true>;
     level.matmul_packed = matmul_packed_dot;
     level.repacks = is_packable_type;

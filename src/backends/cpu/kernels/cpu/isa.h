@@ -47,9 +47,9 @@ struct MatmulArgs {
   const uint8_t* x_packed = nullptr;
   const float* x_packed_scale = nullptr;
   // w in cpu/packed_weights.h's layout (Layout::Packed, q8_0, q4_0, iq4_nl, q4_k or q6_k); then also, where the
-  // level's vector loops for packed weights run (every call on a level without small_batch_rows,
-  // calls of up to that many rows on one with), for q4_0 the sum of each block's quants of x,
-  // [M, K / 32], and for q8_0 the quants + 128 as unsigned bytes (x ^ 0x80), [M, K]; else nullptr.
+  // level's vector loops read x in rows (the level keeps no copy of x for the call: decode), for
+  // q4_0 and iq4_nl the sum of each block's quants of x, [M, K / 32], and for q8_0 the quants + 128
+  // as unsigned bytes (x ^ 0x80), [M, K]; else nullptr.
   bool w_packed = false;
   const int32_t* xq_block_sum = nullptr;
   const uint8_t* xq_unsigned = nullptr;
@@ -135,8 +135,10 @@ struct Isa {
   // f32_to_f16 one at a time.
   void (*round_row_f16)(const float* x, int64_t n, uint16_t* out) = nullptr;
   // Levels whose matmul reads the rounded x (a.xq and a.xq_scale, or a.xb) in a layout of their
-  // own for some weight types (amx: tiles of 16 rows): the bytes and floats that layout takes for
-  // a's type and size (both 0: a type it does not pack), and the packing into it. nullptr elsewhere.
+  // own for some weight types and calls (amx: tiles of 16 rows; avx512vnni and avx512bf16: panels
+  // of 16 rows for batches against packed q8_0, q4_0 and iq4_nl): the bytes and floats that layout
+  // takes for a's type and size (both 0: a call it does not pack x for), and the packing into it.
+  // nullptr elsewhere.
   void (*packed_x_size)(const MatmulArgs& a, size_t* bytes, size_t* scales) = nullptr;
   // pack_x packs x's rows [16 tile_begin, 16 tile_end) (16-row tiles, so threads can share the work).
   void (*pack_x)(const MatmulArgs& a, int64_t tile_begin, int64_t tile_end, uint8_t* packed,
