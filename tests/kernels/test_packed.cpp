@@ -214,7 +214,8 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // tiles, two blocks in flight, for q8_0 / q4_0 here an odd number of blocks) gives the same bits,
   // with a bias, for 1 to 3 threads, and every level with packed kernels gives the same bits as the
   // others (amx's packed iq4_nl and q6_k: the vector loops at every batch). The small batches reach
-  // each remainder of the vector loops' batches of 8 (q4_k: 4).
+  // each tile of the panels' loops (q8_0 / q4_0 / iq4_nl: 6, 4 and 2 rows of a 16-row panel, one
+  // or two groups as the threads split N) and each remainder of the rows' batches of 8 (q4_k: 4).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);

@@ -200,7 +200,8 @@ void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
   *bytes = 0;
   *scales = 0;
   if (takes_vector_loops(a)) return avx512_bf16_isa()->packed_x_size(a, bytes, scales);
-  if (a.call_rows <= kMaxVectorRows) return;  // decode: the avx512bf16 loops, on x unpacked
+  // Small calls on weights as stored: avx512bf16's matmul, on x in rows.
+  if (a.call_rows <= kMaxVectorRows) return;
   if (has_tiles(a.w_type)) {  // x's rows x_row_bytes apart, zero past M; the sums for q8_K's mins
     *bytes = static_cast<size_t>(m_tiles * kTile * x_row_bytes(a.K));
     const XFactorRows rows = x_factor_rows(a);

@@ -500,9 +500,13 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
 // kept them on the stack and reloaded them every block (the batches ran at half the peak).
 constexpr int64_t kPanelRows = 16;  // matmul.cpp's tile of pack_x work
 
-constexpr bool takes_panels(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL; }
+constexpr bool takes_panels(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL;
+}
 
-int64_t panel_count(const MatmulArgs& a) { return (a.M + kPanelRows - 1) / kPanelRows; }
+int64_t panel_count(const MatmulArgs& a) {
+  return (a.M + kPanelRows - 1) / kPanelRows;
+}
 
 // The starts of panel `panel`'s rows for block 0 (then kPanelRows apart per block).
 const uint8_t* panel_starts(const MatmulArgs& a, int64_t panel) {
@@ -541,7 +545,8 @@ void panel_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G
     for (int64_t c = 0; c < kUnits; ++c) {
       if constexpr (T == DType::Q8_0) {
         __m512i w[G];
-        for (int g = 0; g < G; ++g) w[g] = _mm512_loadu_si512(group[g] + blocks * kPackedRows * 2 + (b * kUnits + c) * 64);
+        for (int g = 0; g < G; ++g)
+          w[g] = _mm512_loadu_si512(group[g] + blocks * kPackedRows * 2 + (b * kUnits + c) * 64);
         for (int m = 0; m < MR; ++m) {
           const __m512i xv = broadcast4(reinterpret_cast<const int8_t*>(xb + m * 32 + c * 4));
           for (int g = 0; g < G; ++g) dot[g][m] = _mm512_dpbusd_epi32(dot[g][m], xv, w[g]);
