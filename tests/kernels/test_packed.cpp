@@ -252,6 +252,36 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   if (packed_levels == 0) GTEST_SKIP() << "no level with packed kernels (avx512vnni and above) on this CPU";
 }
 
+TEST(PackedWeights, BatchesAgainstBlocksOf32GetTheLevelsCopyOfX) {
+  // Batches against packed q8_0 / q4_0 / iq4_nl are fast on x in the level's own copy (panels, or
+  // amx's tiles); without it they still give the same bits, a row at a time, so no other test
+  // would notice a level that stopped making it. One row (decode) reads x in rows.
+  SimdLevelGuard guard;
+  int checked = 0;
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    const kernels::cpu::Isa& isa = kernels::cpu::active_isa();
+    if (isa.matmul_packed == nullptr) continue;
+    ++checked;
+    ASSERT_NE(isa.packed_x_size, nullptr) << level;
+    for (DType dtype : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL}) {
+      for (int64_t rows : {1, 2, 5, 37}) {
+        kernels::cpu::MatmulArgs a;
+        a.w_type = dtype;
+        a.w_packed = true;
+        a.M = rows;
+        a.call_rows = rows;
+        a.K = 64;
+        size_t bytes = 0, scales = 0;
+        isa.packed_x_size(a, &bytes, &scales);
+        EXPECT_EQ(bytes > 0, rows > 1) << level << " " << dtype_name(dtype) << " " << rows << " rows";
+        EXPECT_EQ(scales > 0, rows > 1) << level << " " << dtype_name(dtype) << " " << rows << " rows";
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no level with packed kernels (avx512vnni and above) on this CPU";
+}
+
 TEST(PackedWeights, Q4KTilesGiveTheBitsOfTheRowsAsStored) {
   // amx: q4_k's tiles take chunks of 32 from either layout with the same f32 operations, so the
   // packed weight's batch (and, through the bit-identity above, its vector loops) gives the bits

@@ -132,6 +132,9 @@ void matmul_unpacked(const Tensor& w, cpu::MatmulArgs args, const cpu::Isa& isa,
   const float* const bias = args.bias;
   args.w = rows.data();
   args.w_packed = false;
+  // A copy of x made for the packed weight's loops is not the layout the level's matmul reads.
+  args.x_packed = nullptr;
+  args.x_packed_scale = nullptr;
   for (int64_t n0 = n_begin; n0 < n_end; n0 += kRows) {
     const int64_t count = std::min(kRows, n_end - n0);
     unpack_rows(w, n0, count, rows.data());
@@ -142,7 +145,8 @@ void matmul_unpacked(const Tensor& w, cpu::MatmulArgs args, const cpu::Isa& isa,
 }
 
 // args.x_packed: the rounded rows (args.xq or args.xb) in the level's own layout, in the calling
-// thread's buffers, where the level has one for this weight type; 16-row tiles split over the pool.
+// thread's buffers, where the level has one for this call (Isa::packed_x_size); 16-row tiles split
+// over the pool.
 void pack_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, ThreadPool& pool) {
   thread_local std::vector<uint8_t> packed;
   thread_local std::vector<float> packed_scale;

@@ -493,9 +493,9 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
 
 // x's copy for batches against packed q8_0 / q4_0 / iq4_nl (the level's pack_x), in panels of
 // kPanelRows rows: per panel and block of 32, the rows' 32 quants one after another (q8_0: + 128,
-// unsigned, the weights being the signed side), [panel][block][row][32 bytes]; after every
-// panel's quants, each row's start for the block (q4_0: -8 * the block's quant sum, iq4_nl: -128
-// * it, q8_0: 0) as int32, [panel][block][row]; the scales in x_packed_scale likewise. Rows past M
+// unsigned, the weights being the signed side), [panel][block][row][32 bytes]; after all panels'
+// quants, each row's start for each block (q4_0: -8 * the block's quant sum, iq4_nl: -128 * it,
+// q8_0: 0) as int32, [panel][block][row]; the scales in x_packed_scale likewise. Rows past M
 // are zero. A tile of rows is then one pointer and constant offsets: with a pointer per row, GCC
 // kept them on the stack and reloaded them every block (the batches ran at half the peak).
 constexpr int64_t kPanelRows = 16;  // matmul.cpp's tile of pack_x work

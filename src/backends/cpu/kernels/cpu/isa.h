@@ -42,12 +42,12 @@ struct MatmulArgs {
   // bf16 weights on a level with BF16 dot products (Isa::round_row_bf16): x rounded to bf16 as
   // llama.cpp rounds it (core/half.h f32_to_bf16), [M, K] with rows K apart; else nullptr.
   const uint16_t* xb = nullptr;
-  // On a level with its own layout of the rounded x for this weight type (Isa::pack_x): xq or xb
-  // in that layout, and x's factors in the level's own (amx: scales, then sums); else nullptr.
+  // On a level with its own layout of the rounded x for this call (Isa::pack_x): xq or xb in that
+  // layout, and x's factors in the level's own (amx: scales, then sums); else nullptr.
   const uint8_t* x_packed = nullptr;
   const float* x_packed_scale = nullptr;
   // w in cpu/packed_weights.h's layout (Layout::Packed, q8_0, q4_0, iq4_nl, q4_k or q6_k); then also, where the
-  // level's vector loops read x in rows (the level keeps no copy of x for the call: decode), for
+  // level's vector loops read x in rows (the level keeps no copy of x for the call: one row), for
   // q4_0 and iq4_nl the sum of each block's quants of x, [M, K / 32], and for q8_0 the quants + 128
   // as unsigned bytes (x ^ 0x80), [M, K]; else nullptr.
   bool w_packed = false;
