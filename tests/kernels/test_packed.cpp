@@ -19,20 +19,23 @@ using namespace ferry::test;
 
 namespace {
 
-constexpr DType kPackable[] = {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q4_K, DType::Q6_K};
+constexpr DType kPackable[] = {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q4_K, DType::Q6_K, DType::BF16};
 
 bool is_super_block_type(DType dtype) {
   return dtype == DType::Q4_K || dtype == DType::Q6_K;
 }
 
-// A K for each packable type: whole blocks of 32, or super-blocks of 256 for q4_k and q6_k.
+// A K for each packable type: whole blocks of 32, or super-blocks of 256 for q4_k and q6_k; bf16
+// takes any even K, here two short of the blocks.
 int64_t packable_k(DType dtype, int64_t blocks_of_32) {
+  if (dtype == DType::BF16) return blocks_of_32 * 32 - 2;
   return is_super_block_type(dtype) ? (blocks_of_32 + 7) / 8 * 256 : blocks_of_32 * 32;
 }
 
 // Where byte i of row r's standard row sits in its packed 16-row group (packed_weights.h),
 // written from the layout's description: the types whose bytes are only reordered.
 size_t packed_position(DType dtype, int64_t K, int64_t r, int64_t i) {
+  if (dtype == DType::BF16) return static_cast<size_t>((i / 4 * 16 + r) * 4 + i % 4);  // element pairs
   if (dtype == DType::Q4_K) {
     const int64_t section = i / 144, byte = i % 144;
     size_t at = static_cast<size_t>(section) * 16 * 144;
@@ -108,13 +111,27 @@ bool level_has_packed_kernels() {
   return kernels::cpu::active_isa().matmul_packed != nullptr;
 }
 
+// Whether the active level multiplies a packed weight of `dtype` in its packed kernels: bf16 only
+// where x is rounded to bf16 for BF16 dot products (elsewhere its rows are read back unpacked).
+bool level_runs_packed(DType dtype) {
+  return level_has_packed_kernels() && (dtype != DType::BF16 || kernels::cpu::active_isa().round_row_bf16 != nullptr);
+}
+
+// x as the matmul against `dtype` multiplies it in q8_0 mode: rounded to q8_0, q8_K or bf16.
+RefRounded rounded_x(DType dtype, const std::vector<float>& row) {
+  if (dtype != DType::BF16) return ref_round_activations(dtype, row);
+  RefRounded r;
+  for (float v : row) r.x.push_back(bf16_to_f32(f32_to_bf16(v)));
+  return r;
+}
+
 }  // namespace
 
 TEST(PackedWeights, LayoutIsTheSpecifiedOneAndUnpacksToTheSameRows) {
   // packed_weights.h: q8_0 / q4_0 / iq4_nl per 16-row group scales [block][row] as f16, then 4-byte units
   // [unit][row] of the rows' quant bytes in order; q4_k per super-block d, dmin, 12 scale planes
   // and qs units; q6_k per super-block d, 16 scale planes and 4 quads of units of 6-bit values
-  // with a fourth's bits above them.
+  // with a fourth's bits above them; bf16 units [pair][row] of two elements.
   for (DType dtype : kPackable) {
     const int64_t N = 32, K = packable_k(dtype, is_super_block_type(dtype) ? 16 : 3);
     const Tensor w = random_weight(dtype, N, K, 21);
@@ -172,8 +189,12 @@ TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
     for (kernels::Q8Activations mode : {kernels::Q8Activations::Q8_0, kernels::Q8Activations::F32}) {
       kernels::set_q8_0_activations(mode);
       for (DType dtype : kPackable) {
-        for (auto [M, blocks, N] :
-             {std::tuple<int64_t, int64_t, int64_t>{1, 1, 16}, {3, 3, 48}, {5, 2, 32}, {17, 4, 16}, {35, 128, 32}}) {
+        for (auto [M, blocks, N] : {std::tuple<int64_t, int64_t, int64_t>{1, 1, 16},
+                                    {3, 3, 48},
+                                    {5, 2, 32},
+                                    {17, 4, 16},
+                                    {35, 128, 32},
+                                    {7, 140, 80}}) {
           const int64_t K = packable_k(dtype, blocks);
           const auto xv = random_floats(static_cast<size_t>(M * K), 31);
           const Tensor x = f32_tensor(Shape{M, K}, xv, "x");
@@ -188,7 +209,7 @@ TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
             const std::vector<float> row(xv.begin() + m * K, xv.begin() + (m + 1) * K);
             RefRounded xe;
             if (mode == kernels::Q8Activations::Q8_0) {
-              xe = ref_round_activations(dtype, row);  // q8_0, or q8_K for q4_k and q6_k
+              xe = rounded_x(dtype, row);  // q8_0, q8_K for q4_k and q6_k, bf16
             } else {
               xe.x.assign(row.begin(), row.end());
             }
@@ -216,12 +237,14 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // others (amx's packed iq4_nl and q6_k: the vector loops at every batch). The small batches reach
   // each tile of the panels' loops (q8_0 / q4_0 / iq4_nl: 6, 4 and 2 rows of a 16-row panel, one
   // or two groups as the threads split N) and each remainder of the rows' batches of 8 (q4_k: 4).
+  // bf16 (on the levels with BF16 dot products): tiles of 6 rows and each remainder, 4 groups and
+  // fewer, and a K of two slices (partial sums kept in y between them).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
   int packed_levels = 0;
   for (DType dtype : kPackable) {
-    const int64_t M = 37, K = is_super_block_type(dtype) ? 768 : 352, N = 80;
+    const int64_t M = 37, K = dtype == DType::BF16 ? 4200 : is_super_block_type(dtype) ? 768 : 352, N = 80;
     const auto xv = random_floats(static_cast<size_t>(M * K), 41);
     const Tensor x = f32_tensor(Shape{M, K}, xv, "x");
     const Tensor p = packed_copy(random_weight(dtype, N, K, 42));
@@ -229,7 +252,7 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
     std::vector<float> first_level;
     for (const std::string& level : kernels::available_simd_levels()) {
       kernels::set_simd_level(level);
-      if (!level_has_packed_kernels()) continue;
+      if (!level_runs_packed(dtype)) continue;
       ++packed_levels;
       const std::string where = std::string(dtype_name(dtype)) + " " + level;
       const auto batch = run_matmul(x, p, 2, &bias);
@@ -282,6 +305,44 @@ TEST(PackedWeights, BatchesAgainstBlocksOf32GetTheLevelsCopyOfX) {
   if (checked == 0) GTEST_SKIP() << "no level with packed kernels (avx512vnni and above) on this CPU";
 }
 
+TEST(PackedWeights, Bf16CallsTakeThePackedKernelsWhereXIsRoundedToBf16) {
+  // Packed bf16 read back as rows gives results within the reference's bound all the same (another
+  // order of sums), so only the bits show which loops ran: matmul's must be the level's packed
+  // kernels' on the same rounded x, for a row (decode) and a batch.
+  SimdLevelGuard guard;
+  Q8ActivationsGuard mode_guard;
+  kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
+  int checked = 0;
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    if (!level_runs_packed(DType::BF16)) continue;
+    ++checked;
+    const kernels::cpu::Isa& isa = kernels::cpu::active_isa();
+    for (int64_t M : {1, 7}) {
+      const int64_t K = 94, N = 48;
+      const auto xv = random_floats(static_cast<size_t>(M * K), 71);
+      const Tensor p = packed_copy(random_weight(DType::BF16, N, K, 72));
+      std::vector<uint16_t> xb(static_cast<size_t>(M * K));
+      for (int64_t m = 0; m < M; ++m) isa.round_row_bf16(xv.data() + m * K, K, xb.data() + m * K);
+      std::vector<float> direct(static_cast<size_t>(M * N));
+      kernels::cpu::MatmulArgs a;
+      a.w_type = DType::BF16;
+      a.x = xv.data();
+      a.M = a.call_rows = M;
+      a.K = a.x_stride = K;
+      a.w = static_cast<const uint8_t*>(p.data());
+      a.w_row_bytes = p.row_bytes();
+      a.w_packed = true;
+      a.xb = xb.data();
+      a.y = direct.data();
+      a.y_stride = N;
+      isa.matmul_packed(a, 0, N);
+      EXPECT_EQ(run_matmul(f32_tensor(Shape{M, K}, xv, "x"), p, 2), direct) << level << " M " << M;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no level with BF16 dot products and packed kernels on this CPU";
+}
+
 TEST(PackedWeights, Q4KTilesGiveTheBitsOfTheRowsAsStored) {
   // amx: q4_k's tiles take chunks of 32 from either layout with the same f32 operations, so the
   // packed weight's batch (and, through the bit-identity above, its vector loops) gives the bits
@@ -314,7 +375,11 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{33, 64})) << level << ": not whole groups of 16 rows";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{64})) << level << ": a vector";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q5_K, Shape{32, 256})) << level;
-    EXPECT_FALSE(kernels::repacks_weight(DType::BF16, Shape{32, 64})) << level;
+    // bf16 where the level has BF16 dot products; amx keeps its rows for its tiles.
+    const bool bf16_dot = kernels::cpu::active_isa().round_row_bf16 != nullptr;
+    EXPECT_EQ(kernels::repacks_weight(DType::BF16, Shape{32, 66}), packs && bf16_dot && level != "amx") << level;
+    EXPECT_FALSE(kernels::repacks_weight(DType::BF16, Shape{32, 65})) << level << ": an odd K";
+    EXPECT_FALSE(kernels::repacks_weight(DType::F16, Shape{32, 64})) << level;
   }
   // The packed kernels take x rounded to q8_0: with f32 activations nothing is packed.
   Q8ActivationsGuard mode_guard;

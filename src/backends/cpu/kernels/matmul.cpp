@@ -272,8 +272,8 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
   args.w_packed = w.layout() == Layout::Packed;
   if (args.w_packed && (!cpu::is_packable_type(w.dtype()) || N % cpu::kPackedRows != 0)) {
     fail(ErrorKind::Internal,
-         "matmul: weight '{}' ({} {}) is marked packed but is not a q8_0, q4_0, iq4_nl, q4_k or q6_k matrix of 16-row "
-         "groups",
+         "matmul: weight '{}' ({} {}) is marked packed but is not a q8_0, q4_0, iq4_nl, q4_k, q6_k or bf16 matrix of "
+         "16-row groups",
          w.name(), dtype_name(w.dtype()), w.shape().str());
   }
   if (args.M == 0 || N == 0) return;
@@ -308,7 +308,9 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     constexpr int64_t kRowTile = 16;
     const int64_t tiles = (N + kRowTile - 1) / kRowTile;
     const int64_t work_per_tile = kRowTile * K * args.M;
-    const bool packed_kernels = args.w_packed && isa.matmul_packed != nullptr && args.xq != nullptr;
+    // The packed kernels take x rounded: to q8_0 / q8_K, or to bf16 by a level with BF16 dot products.
+    const bool packed_kernels = args.w_packed && isa.matmul_packed != nullptr &&
+                                (args.w_type == DType::BF16 ? args.xb != nullptr : args.xq != nullptr);
     pool.parallel_range(tiles, min_chunk_for(work_per_tile, 1 << 16), [&](int64_t begin, int64_t end, int) {
       const int64_t n_begin = begin * kRowTile;
       const int64_t n_end = std::min(N, end * kRowTile);

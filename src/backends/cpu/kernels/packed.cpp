@@ -1,5 +1,5 @@
-// Repacking q8_0, q4_0, iq4_nl, q4_k and q6_k weights at load into the layout of cpu/packed_weights.h, and reading
-// them back a row at a time.
+// Repacking q8_0, q4_0, iq4_nl, q4_k, q6_k and bf16 weights at load into the layout of cpu/packed_weights.h, and
+// reading them back a row at a time.
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
@@ -32,14 +32,15 @@ bool repacks_weight(DType dtype, const Shape& shape) {
   return cpu::is_packable_type(dtype) && shape.rank == 2 && shape[0] > 0 && shape[0] % cpu::kPackedRows == 0 &&
          shape[1] > 0 && shape[1] % cpu::packed_k_multiple(dtype) == 0 && isa.repacks != nullptr &&
          isa.repacks(dtype) && repack_enabled() &&
-         q8_0_activations() == Q8Activations::Q8_0;  // the packed kernels take x rounded (q8_0, q8_K)
+         q8_0_activations() == Q8Activations::Q8_0;  // the packed kernels take x rounded (q8_0, q8_K, bf16)
 }
 
 Tensor repack_weight(const Tensor& w, ThreadPool& pool) {
   if (!cpu::is_packable_type(w.dtype()) || w.rank() != 2 || w.dim(0) % cpu::kPackedRows != 0 ||
-      w.layout() != Layout::Rows) {
+      w.dim(1) % cpu::packed_k_multiple(w.dtype()) != 0 || w.layout() != Layout::Rows) {
     fail(ErrorKind::Internal,
-         "repack_weight: '{}' ({} {}) is not a q8_0, q4_0, iq4_nl, q4_k or q6_k matrix of whole 16-row groups",
+         "repack_weight: '{}' ({} {}) is not a q8_0, q4_0, iq4_nl, q4_k, q6_k or bf16 matrix of whole 16-row groups "
+         "(bf16: of an even number of columns)",
          w.name(), dtype_name(w.dtype()), w.shape().str());
   }
   const size_t row_bytes = w.row_bytes();

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/cpu/kernels/cpu/avx512_bf16_packed.h"
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/packed_weights.h"
 #include "backends/cpu/kernels/cpu/quant.h"
@@ -936,7 +937,9 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   }
 }
 
+// bf16 comes with x rounded to bf16 (a.xb) only on the avx512bf16 level and amx.
 void matmul_packed_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (a.w_type == DType::BF16) return matmul_packed_bf16(a, n_begin, n_end);
   if (a.w_type == DType::Q8_0) return packed_matmul<DType::Q8_0>(a, n_begin, n_end);
   if (a.w_type == DType::Q4_K) return packed_matmul<DType::Q4_K>(a, n_begin, n_end);
   if (a.w_type == DType::Q6_K) return packed_matmul<DType::Q6_K>(a, n_begin, n_end);
@@ -985,6 +988,12 @@ void pack_x_panels(const MatmulArgs& a, int64_t panel_begin, int64_t panel_end, 
       }
     }
   }
+}
+
+// avx512vnni keeps bf16 rows: without BF16 dot products it multiplies them by f32 FMAs on x as
+// it is, which the packed layout would not speed up (a packed one is read back as rows there).
+bool repacks_without_bf16_dot(DType type) {
+  return is_packable_type(type) && type != DType::BF16;
 }
 
 // The super-block code's vectors with VNNI: the scale products summed into the accumulator by one
@@ -1045,7 +1054,7 @@ const Isa* avx512_vnni_isa() {
     level.pack_x = pack_x_panels;
     level.matmul = matmul_dot<false>;
     level.matmul_packed = matmul_packed_dot;
-    level.repacks = is_packable_type;
+    level.repacks = repacks_without_bf16_dot;
     return level;
   }();
   return &isa;

@@ -105,6 +105,13 @@ void unpack_q6_k_block(int64_t r, const uint8_t* section, uint8_t* block_bytes) 
 }  // namespace
 
 void pack_group(DType type, const uint8_t* rows, size_t row_bytes, int64_t K, uint8_t* group) {
+  if (type == DType::BF16) {
+    for (int64_t r = 0; r < kPackedRows; ++r) {
+      for (int64_t u = 0; u < K / 2; ++u)
+        std::memcpy(group + (u * kPackedRows + r) * 4, rows + static_cast<size_t>(r) * row_bytes + u * 4, 4);
+    }
+    return;
+  }
   if (type == DType::Q4_K || type == DType::Q6_K) {
     for (int64_t r = 0; r < kPackedRows; ++r) {
       for (int64_t g = 0; g < K / kQK_K; ++g) {
@@ -137,6 +144,10 @@ void pack_group(DType type, const uint8_t* rows, size_t row_bytes, int64_t K, ui
 }
 
 void unpack_group_row(DType type, const uint8_t* group, int64_t K, int64_t r, uint8_t* row) {
+  if (type == DType::BF16) {
+    for (int64_t u = 0; u < K / 2; ++u) std::memcpy(row + u * 4, group + (u * kPackedRows + r) * 4, 4);
+    return;
+  }
   if (type == DType::Q4_K) {
     for (int64_t g = 0; g < K / kQK_K; ++g) {
       uint8_t* block = row + g * sizeof(BlockQ4_K);

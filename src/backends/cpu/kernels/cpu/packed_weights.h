@@ -1,7 +1,10 @@
-// The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, iq4_nl, q4_k and q6_k
-// matrices with N a multiple of 16, reordered at load so that integer dot products read sixteen
-// rows at once. The bits are the rows' own, only moved (bytes, except q6_k's quants): a group of 16
+// The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, iq4_nl, q4_k, q6_k and
+// bf16 matrices with N a multiple of 16, reordered at load so that dot products read sixteen rows
+// at once. The bits are the rows' own, only moved (bytes, except q6_k's quants): a group of 16
 // rows takes 16 * row_bytes, as the rows did.
+//
+// bf16: a group is units of 4 bytes, [K / 2][16][4]: unit u of row r at (u * 16 + r) * 4, the
+//   row's elements 2u and 2u + 1 (what one lane of vdpbf16ps takes, the rows in its 16 lanes).
 //
 // q8_0, q4_0 and iq4_nl: a group is
 //   scales: [K / 32][16] f16, block b's scale of row r at b * 16 + r;
@@ -54,10 +57,12 @@ inline constexpr int64_t kPackedQ6KQuad = 768;
 static_assert(kPackedQ6KQuants + 4 * kPackedQ6KQuad == kPackedQ6KSection, "d, scale planes, 4 quads");
 
 constexpr bool is_packable_type(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL || t == DType::Q4_K || t == DType::Q6_K;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL || t == DType::Q4_K || t == DType::Q6_K ||
+         t == DType::BF16;
 }
-// The elements of K a packed row must come in: a block (32) or a super-block (256).
+// The elements of K a packed row must come in: a block (32), a super-block (256) or bf16's pair.
 constexpr int64_t packed_k_multiple(DType t) {
+  if (t == DType::BF16) return 2;
   return t == DType::Q4_K || t == DType::Q6_K ? kQK_K : 32;
 }
 // Quant bytes of one block of one row: 32 (q8_0) or 16 (q4_0, iq4_nl).

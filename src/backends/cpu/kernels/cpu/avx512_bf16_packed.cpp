@@ -1,0 +1,153 @@
+// Packed bf16 weights against x rounded to bf16 (avx512_bf16_packed.h). A 64-byte unit of a group
+// is one pair of elements of its 16 rows, so vdpbf16ps takes it against a broadcast pair of x and
+// sums into the 16 rows' outputs themselves: no horizontal sums, and each x broadcast serves every
+// group of the tile. Batches take tiles of 6 rows of x by 4 groups (24 accumulators), the 64
+// weight rows' slice of K (kSliceUnits pairs, 512 KiB) staying in L2 while every row of x passes.
+#include "backends/cpu/kernels/cpu/avx512_bf16_packed.h"
+
+#include <cstdint>
+#include <cstring>
+
+#include "backends/cpu/kernels/cpu/packed_weights.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"))), \
+                             apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")
+#endif
+
+#include "backends/cpu/kernels/cpu/x86_intrinsics.h"
+
+namespace ferry::kernels::cpu {
+namespace {
+
+// Pairs of K per pass over a block of weight rows (64 rows x 4096 elements of bf16: 512 KiB).
+constexpr int64_t kSliceUnits = 2048;
+// Decode prefetches each stream this far ahead (as avx512_dot.cpp's packed loops).
+constexpr int64_t kPrefetchBytes = 2048;
+
+// y for rows [m0, m0 + MR) and the 16 outputs of each group g (from n0[g]), over pairs
+// [u_begin, u_end) of K: started from 0 at the first pair, else from the partial sums in y; bias
+// added after the last pair.
+template <int MR, int G>
+void bf16_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G],
+               int64_t u_begin, int64_t u_end) {
+  const bool first = u_begin == 0, last = u_end == a.K / 2;
+  __m512 acc[MR][G];
+  for (int m = 0; m < MR; ++m) {
+    for (int g = 0; g < G; ++g) {
+      acc[m][g] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(a.y + (m0 + m) * a.y_stride + n0[g]);
+    }
+  }
+  const uint16_t* x[MR];
+  for (int m = 0; m < MR; ++m) x[m] = a.xb + (m0 + m) * a.K;
+  for (int64_t u = u_begin; u < u_end; ++u) {
+    __m512i w[G];
+    for (int g = 0; g < G; ++g) {
+      // One row of x streams every weight once (decode): ahead of the hardware prefetcher, which
+      // stops at page ends.
+      if (MR == 1 && a.prefetch)
+        _mm_prefetch(reinterpret_cast<const char*>(group[g] + u * 64 + kPrefetchBytes), _MM_HINT_T0);
+      w[g] = _mm512_loadu_si512(group[g] + u * 64);
+    }
+    for (int m = 0; m < MR; ++m) {
+      int32_t pair;
+      std::memcpy(&pair, x[m] + 2 * u, 4);
+      const __m512bh xv = reinterpret_cast<__m512bh>(_mm512_set1_epi32(pair));
+      for (int g = 0; g < G; ++g) acc[m][g] = _mm512_dpbf16_ps(acc[m][g], xv, reinterpret_cast<__m512bh>(w[g]));
+    }
+  }
+  for (int m = 0; m < MR; ++m) {
+    for (int g = 0; g < G; ++g) {
+      __m512 out = acc[m][g];
+      if (last && a.bias != nullptr) out = _mm512_add_ps(out, _mm512_loadu_ps(a.bias + n0[g]));
+      _mm512_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g], out);
+    }
+  }
+}
+
+// Every row of x against G groups from n_first, a slice of K at a time.
+template <int G>
+void bf16_block(const MatmulArgs& a, int64_t n_first) {
+  const size_t group_bytes = a.w_row_bytes * kPackedRows;
+  const uint8_t* group[G];
+  int64_t n0[G];
+  for (int g = 0; g < G; ++g) {
+    n0[g] = n_first + g * kPackedRows;
+    group[g] = a.w + static_cast<size_t>(n0[g] / kPackedRows) * group_bytes;
+  }
+  const int64_t units = a.K / 2;
+  for (int64_t u0 = 0; u0 < units; u0 += kSliceUnits) {
+    const int64_t u1 = units - u0 < kSliceUnits ? units : u0 + kSliceUnits;  // no std:: template in here
+    int64_t m = 0;
+    for (; m + 6 <= a.M; m += 6) bf16_tile<6, G>(a, m, group, n0, u0, u1);
+    switch (a.M - m) {
+      case 5:
+        bf16_tile<5, G>(a, m, group, n0, u0, u1);
+        break;
+      case 4:
+        bf16_tile<4, G>(a, m, group, n0, u0, u1);
+        break;
+      case 3:
+        bf16_tile<3, G>(a, m, group, n0, u0, u1);
+        break;
+      case 2:
+        bf16_tile<2, G>(a, m, group, n0, u0, u1);
+        break;
+      case 1:
+        bf16_tile<1, G>(a, m, group, n0, u0, u1);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+// One row of x (decode) is bound by memory: kStreams groups at once from kStreams equal parts of
+// the range, whole K, so as many sequential streams are in flight. More rows: blocks of 4 groups
+// (then 3, 2 or 1), 64 outputs per broadcast of x.
+void matmul_packed_bf16(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  int64_t n = n_begin;
+  if (a.M == 1) {
+    constexpr int kStreams = 4;
+    const size_t group_bytes = a.w_row_bytes * kPackedRows;
+    const int64_t part = (n_end - n_begin) / kPackedRows / kStreams * kPackedRows;
+    for (int64_t i = 0; i < part; i += kPackedRows) {
+      int64_t n0[kStreams];
+      const uint8_t* group[kStreams];
+      for (int s = 0; s < kStreams; ++s) {
+        n0[s] = n_begin + s * part + i;
+        group[s] = a.w + static_cast<size_t>(n0[s] / kPackedRows) * group_bytes;
+      }
+      bf16_tile<1, kStreams>(a, 0, group, n0, 0, a.K / 2);
+    }
+    n = n_begin + kStreams * part;
+  }
+  for (; n + 4 * kPackedRows <= n_end; n += 4 * kPackedRows) bf16_block<4>(a, n);
+  switch ((n_end - n) / kPackedRows) {
+    case 3:
+      return bf16_block<3>(a, n);
+    case 2:
+      return bf16_block<2>(a, n);
+    case 1:
+      return bf16_block<1>(a, n);
+    default:
+      return;
+  }
+}
+
+}  // namespace ferry::kernels::cpu
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#endif  // x86-64 with GCC or Clang
