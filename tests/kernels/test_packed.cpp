@@ -194,7 +194,8 @@ TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
                                     {5, 2, 32},
                                     {17, 4, 16},
                                     {35, 128, 32},
-                                    {7, 140, 80}}) {
+                                    {7, 140, 80},
+                                    {197, 4, 32}}) {
           const int64_t K = packable_k(dtype, blocks);
           const auto xv = random_floats(static_cast<size_t>(M * K), 31);
           const Tensor x = f32_tensor(Shape{M, K}, xv, "x");
@@ -238,13 +239,14 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // each tile of the panels' loops (q8_0 / q4_0 / iq4_nl: 6, 4 and 2 rows of a 16-row panel, one
   // or two groups as the threads split N) and each remainder of the rows' batches of 8 (q4_k: 4).
   // bf16 (on the levels with BF16 dot products): tiles of 6 rows and each remainder, 4 groups and
-  // fewer, and a K of two slices (partial sums kept in y between them).
+  // fewer, 200 rows (two blocks of rows) and a K of two slices (partial sums kept in y between them).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
   int packed_levels = 0;
   for (DType dtype : kPackable) {
-    const int64_t M = 37, K = dtype == DType::BF16 ? 4200 : is_super_block_type(dtype) ? 768 : 352, N = 80;
+    const bool bf16 = dtype == DType::BF16;
+    const int64_t M = bf16 ? 200 : 37, K = bf16 ? 4200 : is_super_block_type(dtype) ? 768 : 352, N = 80;
     const auto xv = random_floats(static_cast<size_t>(M * K), 41);
     const Tensor x = f32_tensor(Shape{M, K}, xv, "x");
     const Tensor p = packed_copy(random_weight(dtype, N, K, 42));
