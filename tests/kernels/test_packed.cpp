@@ -100,9 +100,12 @@ Tensor packed_copy(const Tensor& w) {
   return kernels::repack_weight(copy_of(w), pool);
 }
 
+// y starts as NaN: a loop that read y before writing it (the packed bf16 loops keep partial sums
+// there between slices of K) would show.
 std::vector<float> run_matmul(const Tensor& x, const Tensor& w, int threads, const Tensor* bias = nullptr) {
   ThreadPool pool(threads);
   Tensor y = Tensor::host(DType::F32, Shape{x.dim(0), w.dim(0)}, "y");
+  std::fill_n(y.data_as<float>(), y.numel(), std::nanf(""));
   kernels::matmul(x, w, bias, y, pool);
   return values_of(y);
 }
@@ -232,14 +235,14 @@ TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
 
 TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // One order of sums per output (isa.h matmul_packed): a row alone (decode: 4 groups of rows at
-  // once, N = 80 has a fifth), in small batches (the vector loops) and in a batch of 37 (amx:
-  // tiles, two blocks in flight, for q8_0 / q4_0 here an odd number of blocks) gives the same bits,
-  // with a bias, for 1 to 3 threads, and every level with packed kernels gives the same bits as the
-  // others (amx's packed iq4_nl and q6_k: the vector loops at every batch). The small batches reach
-  // each tile of the panels' loops (q8_0 / q4_0 / iq4_nl: 6, 4 and 2 rows of a 16-row panel, one
-  // or two groups as the threads split N) and each remainder of the rows' batches of 8 (q4_k: 4).
-  // bf16 (on the levels with BF16 dot products): tiles of 6 rows and each remainder, 4 groups and
-  // fewer, 200 rows (two blocks of rows) and a K of two slices (partial sums kept in y between them).
+  // once where a thread's range has them, N = 80 has a fifth), in small batches (the vector loops) and in a batch of 37
+  // (amx: tiles, two blocks in flight, for q8_0 / q4_0 here an odd number of blocks) gives the same bits, with a bias,
+  // for 1 to 3 threads, and every level with packed kernels gives the same bits as the others (amx's packed iq4_nl and
+  // q6_k: the vector loops at every batch). The small batches reach each tile of the panels' loops (q8_0 / q4_0 /
+  // iq4_nl: 6, 4 and 2 rows of a 16-row panel, one or two groups as the threads split N) and each remainder of the
+  // rows' batches of 8 (q4_k: 4). bf16 (on the levels with BF16 dot products): tiles of 6 rows and each remainder, 1
+  // and 2 groups (the threads' ranges; Bf16CallsTakeThePackedKernels runs 4), 200 rows (two blocks of rows) and a K of
+  // two slices (partial sums kept in y between them).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
@@ -310,7 +313,10 @@ TEST(PackedWeights, BatchesAgainstBlocksOf32GetTheLevelsCopyOfX) {
 TEST(PackedWeights, Bf16CallsTakeThePackedKernelsWhereXIsRoundedToBf16) {
   // Packed bf16 read back as rows gives results within the reference's bound all the same (another
   // order of sums), so only the bits show which loops ran: matmul's must be the level's packed
-  // kernels' on the same rounded x, for a row (decode) and a batch.
+  // kernels' on the same rounded x. The direct call takes the whole range at once, which the
+  // threads' splits of matmul never do at these sizes: a row (decode) runs 4 streams of 2 groups
+  // and a ninth alone, a batch blocks of 4 groups and one of 1, over two slices of K and (200
+  // rows) two blocks of rows; matmul's splits run them 1 or 2 groups at a time.
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
@@ -320,13 +326,15 @@ TEST(PackedWeights, Bf16CallsTakeThePackedKernelsWhereXIsRoundedToBf16) {
     if (!level_runs_packed(DType::BF16)) continue;
     ++checked;
     const kernels::cpu::Isa& isa = kernels::cpu::active_isa();
-    for (int64_t M : {1, 7}) {
-      const int64_t K = 94, N = 48;
+    const int64_t K = 4200, N = 144;
+    const Tensor p = packed_copy(random_weight(DType::BF16, N, K, 72));
+    const auto bv = random_floats(static_cast<size_t>(N), 73);
+    const Tensor bias = f32_tensor(Shape{N}, bv, "bias");
+    for (int64_t M : {1, 7, 200}) {
       const auto xv = random_floats(static_cast<size_t>(M * K), 71);
-      const Tensor p = packed_copy(random_weight(DType::BF16, N, K, 72));
       std::vector<uint16_t> xb(static_cast<size_t>(M * K));
       for (int64_t m = 0; m < M; ++m) isa.round_row_bf16(xv.data() + m * K, K, xb.data() + m * K);
-      std::vector<float> direct(static_cast<size_t>(M * N));
+      std::vector<float> direct(static_cast<size_t>(M * N), std::nanf(""));
       kernels::cpu::MatmulArgs a;
       a.w_type = DType::BF16;
       a.x = xv.data();
@@ -336,10 +344,11 @@ TEST(PackedWeights, Bf16CallsTakeThePackedKernelsWhereXIsRoundedToBf16) {
       a.w_row_bytes = p.row_bytes();
       a.w_packed = true;
       a.xb = xb.data();
+      a.bias = bv.data();
       a.y = direct.data();
       a.y_stride = N;
       isa.matmul_packed(a, 0, N);
-      EXPECT_EQ(run_matmul(f32_tensor(Shape{M, K}, xv, "x"), p, 2), direct) << level << " M " << M;
+      EXPECT_EQ(run_matmul(f32_tensor(Shape{M, K}, xv, "x"), p, 2, &bias), direct) << level << " M " << M;
     }
   }
   if (checked == 0) GTEST_SKIP() << "no level with BF16 dot products and packed kernels on this CPU";
@@ -389,6 +398,7 @@ TEST(PackedWeights, WhichWeightsArePacked) {
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{32, 64})) << level << " with f32 activations";
+    EXPECT_FALSE(kernels::repacks_weight(DType::BF16, Shape{32, 66})) << level << " with f32 activations";
   }
 }
 

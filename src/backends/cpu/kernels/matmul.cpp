@@ -123,7 +123,8 @@ void round_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, cpu::ActivationQuant
 }
 
 // Rows [n_begin, n_end) of y for a packed weight on a level without packed kernels (or x kept
-// f32): the rows unpacked a few at a time into this thread's buffer for the level's own matmul.
+// f32, or bf16 without BF16 dot products): the rows unpacked a few at a time into this thread's
+// buffer for the level's own matmul.
 void matmul_unpacked(const Tensor& w, cpu::MatmulArgs args, const cpu::Isa& isa, int64_t n_begin, int64_t n_end) {
   constexpr int64_t kRows = 64;
   thread_local std::vector<uint8_t> rows;
@@ -270,7 +271,8 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
   args.f16_table = cpu::f16_table();
   args.prefetch = gemv_prefetch() == GemvPrefetch::On;
   args.w_packed = w.layout() == Layout::Packed;
-  if (args.w_packed && (!cpu::is_packable_type(w.dtype()) || N % cpu::kPackedRows != 0)) {
+  if (args.w_packed &&
+      (!cpu::is_packable_type(w.dtype()) || N % cpu::kPackedRows != 0 || K % cpu::packed_k_multiple(w.dtype()) != 0)) {
     fail(ErrorKind::Internal,
          "matmul: weight '{}' ({} {}) is marked packed but is not a q8_0, q4_0, iq4_nl, q4_k, q6_k or bf16 matrix of "
          "16-row groups",

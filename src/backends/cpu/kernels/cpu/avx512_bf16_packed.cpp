@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "backends/cpu/kernels/cpu/packed_weights.h"
+#include "backends/cpu/kernels/cpu/x86_intrinsics.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
@@ -20,15 +21,13 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")
 #endif
 
-#include "backends/cpu/kernels/cpu/x86_intrinsics.h"
-
 namespace ferry::kernels::cpu {
 namespace {
 
 // Pairs of K per pass over a block of weight rows (64 rows x 4096 elements of bf16: 512 KiB).
 constexpr int64_t kSliceUnits = 2048;
 // Rows of x per pass over the weights: a block of x that the caches keep while every block of
-// weight rows streams past it (a stand-alone copy of these loops held 380 GFLOP/s at 4092 rows
+// weight rows streams past it (a stand-alone copy of these loops held 384 GFLOP/s at 4092 rows
 // with it, 330-340 with all the rows at once).
 constexpr int64_t kBlockRows = 192;
 // Decode prefetches each stream this far ahead (as avx512_dot.cpp's packed loops).
@@ -54,7 +53,7 @@ void bf16_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G]
     for (int g = 0; g < G; ++g) {
       // One row of x streams every weight once (decode): ahead of the hardware prefetcher, which
       // stops at page ends.
-      if (MR == 1 && a.prefetch)
+      if (MR == 1 && a.M == 1 && a.prefetch)
         _mm_prefetch(reinterpret_cast<const char*>(group[g] + u * 64 + kPrefetchBytes), _MM_HINT_T0);
       w[g] = _mm512_loadu_si512(group[g] + u * 64);
     }

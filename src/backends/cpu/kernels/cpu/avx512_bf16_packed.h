@@ -1,7 +1,7 @@
 // Packed bf16 weights (packed_weights.h) against x rounded to bf16, by vdpbf16ps: the avx512bf16
-// level's matmul_packed for them (avx512_dot.cpp calls it; amx's small calls take it through that
-// level). Defined only where avx512_dot.cpp is (FERRY_HAVE_AVX512_DOT), and called only with a.xb
-// set: on a CPU with AVX512_BF16.
+// level's matmul_packed for them (avx512_dot.cpp calls it; amx, which keeps bf16 rows for its
+// tiles, takes it at every batch for a weight packed elsewhere). Defined only where avx512_dot.cpp
+// is (FERRY_HAVE_AVX512_DOT), and called only with a.xb set: on a CPU with AVX512_BF16.
 #pragma once
 
 #include <cstdint>

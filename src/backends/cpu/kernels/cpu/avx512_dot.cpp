@@ -937,7 +937,8 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   }
 }
 
-// bf16 comes with x rounded to bf16 (a.xb) only on the avx512bf16 level and amx.
+// bf16 comes here only with x rounded to bf16 (a.xb: the avx512bf16 level and amx; matmul.cpp
+// unpacks it elsewhere), so the avx512vnni table never reaches vdpbf16ps.
 void matmul_packed_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.w_type == DType::BF16) return matmul_packed_bf16(a, n_begin, n_end);
   if (a.w_type == DType::Q8_0) return packed_matmul<DType::Q8_0>(a, n_begin, n_end);

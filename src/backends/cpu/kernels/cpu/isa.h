@@ -158,7 +158,9 @@ struct Isa {
   void (*matmul_packed)(const MatmulArgs& args, int64_t n_begin, int64_t n_end) = nullptr;
   // Which packable types (packed_weights.h) this level repacks at load: those its matmul_packed
   // runs faster than the rows as stored. matmul_packed takes every packable type all the same: one
-  // packed elsewhere (another level's, as the tests do) takes its vector loops at every batch.
+  // packed elsewhere (another level's, as the tests do) takes its vector loops at every batch; bf16
+  // only with a.xb set (matmul.cpp unpacks it otherwise: on avx512vnni its loops would be
+  // instructions the CPU may lack).
   bool (*repacks)(DType type) = nullptr;
 };
 
