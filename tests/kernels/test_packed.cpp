@@ -19,13 +19,14 @@ using namespace ferry::test;
 
 namespace {
 
-constexpr DType kPackable[] = {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q4_K, DType::Q6_K, DType::BF16};
+constexpr DType kPackable[] = {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q4_K,
+                               DType::Q5_K, DType::Q6_K, DType::BF16};
 
 bool is_super_block_type(DType dtype) {
-  return dtype == DType::Q4_K || dtype == DType::Q6_K;
+  return dtype == DType::Q4_K || dtype == DType::Q5_K || dtype == DType::Q6_K;
 }
 
-// A K for each packable type: whole blocks of 32, or super-blocks of 256 for q4_k and q6_k; bf16
+// A K for each packable type: whole blocks of 32, or super-blocks of 256 for the k-quants; bf16
 // takes any even K, here two short of the blocks.
 int64_t packable_k(DType dtype, int64_t blocks_of_32) {
   if (dtype == DType::BF16) return blocks_of_32 * 32 - 2;
@@ -36,6 +37,19 @@ int64_t packable_k(DType dtype, int64_t blocks_of_32) {
 // written from the layout's description: the types whose bytes are only reordered.
 size_t packed_position(DType dtype, int64_t K, int64_t r, int64_t i) {
   if (dtype == DType::BF16) return static_cast<size_t>((i / 4 * 16 + r) * 4 + i % 4);  // element pairs
+  if (dtype == DType::Q5_K) {  // d, dmin, scale planes as q4_k; qh units at 256, qs units at 768
+    const int64_t section = i / 176, byte = i % 176;
+    const size_t at = static_cast<size_t>(section) * 16 * 176;
+    if (byte < 2) return at + static_cast<size_t>(2 * r + byte);
+    if (byte < 4) return at + static_cast<size_t>(32 + 2 * r + byte - 2);
+    if (byte < 16) return at + static_cast<size_t>(64 + 16 * (byte - 4) + r);
+    if (byte < 48) {  // qh[q]: unit q / 4
+      const int64_t q = byte - 16;
+      return at + static_cast<size_t>(256 + ((q / 4) * 16 + r) * 4 + q % 4);
+    }
+    const int64_t q = byte - 48;  // qs[q]
+    return at + static_cast<size_t>(768 + ((q / 4) * 16 + r) * 4 + q % 4);
+  }
   if (dtype == DType::Q4_K) {
     const int64_t section = i / 144, byte = i % 144;
     size_t at = static_cast<size_t>(section) * 16 * 144;
@@ -133,8 +147,8 @@ RefRounded rounded_x(DType dtype, const std::vector<float>& row) {
 TEST(PackedWeights, LayoutIsTheSpecifiedOneAndUnpacksToTheSameRows) {
   // packed_weights.h: q8_0 / q4_0 / iq4_nl per 16-row group scales [block][row] as f16, then 4-byte units
   // [unit][row] of the rows' quant bytes in order; q4_k per super-block d, dmin, 12 scale planes
-  // and qs units; q6_k per super-block d, 16 scale planes and 4 quads of units of 6-bit values
-  // with a fourth's bits above them; bf16 units [pair][row] of two elements.
+  // and qs units (q5_k: its qh units between); q6_k per super-block d, 16 scale planes and 4 quads of units of 6-bit
+  // values with a fourth's bits above them; bf16 units [pair][row] of two elements.
   for (DType dtype : kPackable) {
     const int64_t N = 32, K = packable_k(dtype, is_super_block_type(dtype) ? 16 : 3);
     const Tensor w = random_weight(dtype, N, K, 21);
@@ -213,7 +227,7 @@ TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
             const std::vector<float> row(xv.begin() + m * K, xv.begin() + (m + 1) * K);
             RefRounded xe;
             if (mode == kernels::Q8Activations::Q8_0) {
-              xe = rounded_x(dtype, row);  // q8_0, q8_K for q4_k and q6_k, bf16
+              xe = rounded_x(dtype, row);  // q8_0, q8_K for the k-quants, bf16
             } else {
               xe.x.assign(row.begin(), row.end());
             }
@@ -240,9 +254,9 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // for 1 to 3 threads, and every level with packed kernels gives the same bits as the others (amx's packed iq4_nl and
   // q6_k: the vector loops at every batch). The small batches reach each tile of the panels' loops (q8_0 / q4_0 /
   // iq4_nl: 6, 4 and 2 rows of a 16-row panel, one or two groups as the threads split N) and each remainder of the
-  // rows' batches of 8 (q4_k: 4). bf16 (on the levels with BF16 dot products): tiles of 6 rows and each remainder, 1
-  // and 2 groups (the threads' ranges; Bf16CallsTakeThePackedKernels runs 4), 200 rows (two blocks of rows) and a K of
-  // two slices (partial sums kept in y between them).
+  // rows' batches of 8 (q4_k, q5_k: 4). bf16 (on the levels with BF16 dot products): tiles of 6 rows and each
+  // remainder, 1 and 2 groups (the threads' ranges; Bf16CallsTakeThePackedKernels runs 4), 200 rows (two blocks of
+  // rows) and a K of two slices (partial sums kept in y between them).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
@@ -379,13 +393,14 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_K, Shape{32, 256}), packs) << level;
-    // amx keeps iq4_nl and q6_k as stored: its tiles take the rows (amx.cpp amx_repacks).
+    // amx keeps iq4_nl, q5_k and q6_k as stored: its tiles take the rows (amx.cpp amx_repacks).
     EXPECT_EQ(kernels::repacks_weight(DType::IQ4_NL, Shape{32, 64}), packs && level != "amx") << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q6_K, Shape{32, 256}), packs && level != "amx") << level;
+    EXPECT_EQ(kernels::repacks_weight(DType::Q5_K, Shape{32, 256}), packs && level != "amx") << level;
     EXPECT_FALSE(kernels::repacks_weight(DType::Q6_K, Shape{32, 320})) << level << ": not whole super-blocks";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{33, 64})) << level << ": not whole groups of 16 rows";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{64})) << level << ": a vector";
-    EXPECT_FALSE(kernels::repacks_weight(DType::Q5_K, Shape{32, 256})) << level;
+    EXPECT_FALSE(kernels::repacks_weight(DType::Q3_K, Shape{32, 256})) << level;
     // bf16 where the level has BF16 dot products; amx keeps its rows for its tiles.
     const bool bf16_dot = kernels::cpu::active_isa().round_row_bf16 != nullptr;
     EXPECT_EQ(kernels::repacks_weight(DType::BF16, Shape{32, 66}), packs && bf16_dot && level != "amx") << level;
@@ -411,6 +426,6 @@ TEST(PackedWeights, OtherKernelsAndReshapeRefuseAPackedWeight) {
   std::vector<Tensor*> inputs{&p, &ones};
   expect_error(ErrorKind::Internal, [&] { kernels::compute(Op::Add, std::monostate{}, inputs, out, pool); },
                {"add", "'w'", "repacked weight"});
-  Tensor rows = random_weight(DType::Q5_K, 16, 256, 52);
-  expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(rows, pool); }, {"'w'", "q5_k"});
+  Tensor rows = random_weight(DType::Q3_K, 16, 256, 52);
+  expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(rows, pool); }, {"'w'", "q3_k"});
 }

@@ -47,12 +47,12 @@ enum class Scratch { WeightRows, WeightTiles, WeightFactors, PaddedFirst, Padded
   return buffer.data();
 }
 
-// The types this level repacks (Isa::repacks): those with packed tiles. iq4_nl, q6_k and bf16 stay
-// as stored, their prompts going to the tiles as rows (unpacked_tiles, super_tiles, bf16_tiles),
-// which the packed layouts' vector loops would not match; a packed one (packed at another level)
-// takes those loops at every batch.
+// The types this level repacks (Isa::repacks): those with packed tiles. iq4_nl, q5_k, q6_k and
+// bf16 stay as stored, their prompts going to the tiles as rows (unpacked_tiles, super_tiles,
+// bf16_tiles), which the packed layouts' vector loops would not match; a packed one (packed at
+// another level) takes those loops at every batch.
 [[maybe_unused]] bool amx_repacks(DType type) {
-  return is_packable_type(type) && type != DType::IQ4_NL && type != DType::Q6_K && type != DType::BF16;
+  return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K;
 }
 
 }  // namespace

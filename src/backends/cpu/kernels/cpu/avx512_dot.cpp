@@ -638,16 +638,30 @@ void panel_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 // The instantiation tag of packed_q4_k.h's helpers in this file.
 struct Avx512Dot {};
 
-// Packed q4_k (packed_weights.h) against x rounded to q8_K, the 16 rows of a group in the 16
-// lanes. Per sub-block of 32, each row's exact integer dot product: the low nibbles (sub-block 2p)
-// against x by 8 vpdpbusd, the high ones kept in place (16 q, and the sum shifted back down by 4:
-// exact) by 8 more; then, sub-block after sub-block,
+// v's 16-bit lanes shifted left by kBits, or right by -kBits.
+template <int kBits>
+inline __m512i shift_epi16(__m512i v) {
+  if constexpr (kBits >= 0) {
+    return _mm512_slli_epi16(v, kBits);
+  } else {
+    return _mm512_srli_epi16(v, -kBits);
+  }
+}
+
+// Packed q4_k or q5_k (packed_weights.h) against x rounded to q8_K, the 16 rows of a group in the
+// 16 lanes. Per sub-block of 32, each row's exact integer dot product: the low nibbles (sub-block
+// 2p) against x by 8 vpdpbusd, the high ones by 8 more (q4_k: kept in place, 16 q, and the sum
+// shifted back down by 4: exact; q5_k: shifted down, each with its fifth bit from the qh unit put
+// in above it); then, sub-block after sub-block,
 //   acc = fma(f32(dot), (d * sc) * x's scale, acc), acc = fma(-(dmin * m), x's scale * f32(x's
 //   sum over the sub-block), acc):
-// the f32 operations of amx.cpp's tiles for q4_k in chunks of 32, so both give the same bits.
-template <int MR, int G>
-void packed_q4_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+// for q4_k the f32 operations of amx.cpp's tiles in chunks of 32, so both give the same bits.
+template <DType T, int MR, int G>
+void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+  static_assert(T == DType::Q4_K || T == DType::Q5_K, "q4_k's factors");
   using S = Avx512Dot;
+  constexpr int64_t kSection = T == DType::Q5_K ? kPackedQ5KSection : kPackedQ4KSection;
+  constexpr int64_t kQuants = T == DType::Q5_K ? kPackedQ5KQuants : kPackedQ4KQuants;
   const int64_t supers = a.K / kQK_K;
   __m512 acc[G][MR];
   for (int g = 0; g < G; ++g) {
@@ -665,15 +679,16 @@ void packed_q4_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
       for (int j = 0; j < 8; ++j) x_sum[m][j] = scale * static_cast<float>(bsum[2 * j] + bsum[2 * j + 1]);
     }
     // Each group's factors first, then the sub-block pairs with the groups interleaved, so decode's
-    // streams advance 512 bytes at a time: a whole 2304-byte section per stream at a time read the
-    // weights about 10% slower from memory (bench_decode's q4_k shapes), in bursts the
-    // prefetchers fell behind.
+    // streams advance together, 64 bytes at a time: a whole 2304-byte section per stream at a time
+    // read the weights about 10% slower from memory (bench_decode's q4_k shapes), in bursts the
+    // prefetchers fell behind; a pair's 512 bytes per stream at a time kept x's broadcasts for
+    // all of them in registers, and GCC spilled (q5_k 41-43 GB/s in L2, against 57 now).
     __m512 d[G], dmin_neg[G];
     packed_q4_k::Scales sc[G];
     for (int g = 0; g < G; ++g) {
-      const uint8_t* section = group[g] + s * kPackedQ4KSection;
+      const uint8_t* section = group[g] + s * kSection;
       if (G > 1 && a.prefetch) {
-        for (int64_t off = 0; off < kPackedQ4KQuants; off += 64)
+        for (int64_t off = 0; off < kQuants; off += 64)
           _mm_prefetch(reinterpret_cast<const char*>(section + off + kPackedPrefetchBytes), _MM_HINT_T0);
       }
       d[g] = packed_q4_k::d<S>(section);
@@ -682,30 +697,51 @@ void packed_q4_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
     }
     auto pair = [&](auto P) {  // sub-blocks 2p (low nibbles) and 2p + 1 (high)
       constexpr int kP = decltype(P)::value;
+      __m512i low[G][MR], high[G][MR];
       for (int g = 0; g < G; ++g) {
-        const uint8_t* units = group[g] + s * kPackedQ4KSection + kPackedQ4KQuants;
-        __m512i low[MR], high[MR];
-        for (int m = 0; m < MR; ++m) low[m] = high[m] = _mm512_setzero_si512();
-        for (int c = 0; c < 8; ++c) {
-          const uint8_t* unit = units + (8 * kP + c) * 64;
+        for (int m = 0; m < MR; ++m) low[g][m] = high[g][m] = _mm512_setzero_si512();
+      }
+      // Each unit of x's against every group (decode: G streams, 2G chains), so x's broadcasts
+      // are made once and the chains stay in registers.
+      for (int c = 0; c < 8; ++c) {
+        __m512i x_low[MR], x_high[MR];
+        for (int m = 0; m < MR; ++m) {
+          x_low[m] = broadcast4(x[m] + 64 * kP + 4 * c);
+          x_high[m] = broadcast4(x[m] + 64 * kP + 32 + 4 * c);
+        }
+        for (int g = 0; g < G; ++g) {
+          const uint8_t* unit = group[g] + s * kSection + kQuants + (8 * kP + c) * 64;
           if (G > 1 && a.prefetch)
             _mm_prefetch(reinterpret_cast<const char*>(unit + kPackedPrefetchBytes), _MM_HINT_T0);
           const __m512i w = _mm512_loadu_si512(unit);
-          const __m512i w_low = _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
-          const __m512i w_high = _mm512_and_si512(w, _mm512_set1_epi8(static_cast<char>(0xF0)));
+          __m512i w_low = _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
+          __m512i w_high;
+          if constexpr (T == DType::Q5_K) {
+            // Bits 2p and 2p + 1 of each qh byte to bit 4 (16-bit shifts of at most 4: the bit
+            // stays in its byte), above the low nibble and the high one shifted down.
+            const __m512i h = _mm512_loadu_si512(group[g] + s * kSection + kPackedQ5KHigh + c * 64);
+            const __m512i bit4 = _mm512_set1_epi8(0x10);
+            w_low = _mm512_or_si512(w_low, _mm512_and_si512(shift_epi16<4 - 2 * kP>(h), bit4));
+            w_high = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(w, 4), _mm512_set1_epi8(0x0F)),
+                                     _mm512_and_si512(shift_epi16<3 - 2 * kP>(h), bit4));
+          } else {
+            w_high = _mm512_and_si512(w, _mm512_set1_epi8(static_cast<char>(0xF0)));
+          }
           for (int m = 0; m < MR; ++m) {
-            low[m] = _mm512_dpbusd_epi32(low[m], w_low, broadcast4(x[m] + 64 * kP + 4 * c));
-            high[m] = _mm512_dpbusd_epi32(high[m], w_high, broadcast4(x[m] + 64 * kP + 32 + 4 * c));
+            low[g][m] = _mm512_dpbusd_epi32(low[g][m], w_low, x_low[m]);
+            high[g][m] = _mm512_dpbusd_epi32(high[g][m], w_high, x_high[m]);
           }
         }
+      }
+      for (int g = 0; g < G; ++g) {
         const __m512 scale_low = packed_q4_k::factor<S, 2 * kP>(sc[g].sc, d[g]);
         const __m512 min_low = packed_q4_k::factor<S, 2 * kP>(sc[g].m, dmin_neg[g]);
         const __m512 scale_high = packed_q4_k::factor<S, 2 * kP + 1>(sc[g].sc, d[g]);
         const __m512 min_high = packed_q4_k::factor<S, 2 * kP + 1>(sc[g].m, dmin_neg[g]);
         for (int m = 0; m < MR; ++m) {
-          __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low[m]), _mm512_mul_ps(scale_low, x_scale[m]), acc[g][m]);
+          __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low[g][m]), _mm512_mul_ps(scale_low, x_scale[m]), acc[g][m]);
           v = _mm512_fmadd_ps(min_low, _mm512_set1_ps(x_sum[m][2 * kP]), v);
-          const __m512i high_dot = _mm512_srai_epi32(high[m], 4);
+          const __m512i high_dot = T == DType::Q5_K ? high[g][m] : _mm512_srai_epi32(high[g][m], 4);
           v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high_dot), _mm512_mul_ps(scale_high, x_scale[m]), v);
           acc[g][m] = _mm512_fmadd_ps(min_high, _mm512_set1_ps(x_sum[m][2 * kP + 1]), v);
         }
@@ -862,8 +898,8 @@ void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
 // One packed layout's loop for G groups of weight rows and MR rows of x in rows.
 template <DType T, int MR, int G>
 void packed_type_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
-  if constexpr (T == DType::Q4_K) {
-    packed_q4_k_rows<MR, G>(a, m0, group, n0);
+  if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    packed_k4_rows<T, MR, G>(a, m0, group, n0);
   } else if constexpr (T == DType::Q6_K) {
     packed_q6_k_rows<MR, G>(a, m0, group, n0);
   } else {
@@ -881,8 +917,8 @@ void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t
 // One row of x (decode) reads every weight once and is bound by memory: it takes kStreams groups
 // at once from kStreams equal parts of the range, so as many sequential streams are in flight.
 // More rows: q8_0 / q4_0 / iq4_nl by x's panels (panel_matmul; the level packs x into them for
-// every batch, pack_x), else a row at a time; q4_k and q6_k one group at a time, eight rows of x
-// at a time (q4_k: four; then four, then the rest), so each 64 bytes of weights loaded serve
+// every batch, pack_x), else a row at a time; the k-quants one group at a time, eight rows of x
+// at a time (q4_k and q5_k: four; then four, then the rest), so each 64 bytes of weights loaded serve
 // eight rows, and eight rows' sums (sixteen chains) hide vpdpbusd's latency.
 template <DType T>
 void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
@@ -913,7 +949,7 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
     } else {
       // q4_k: each row of x keeps two chains per sub-block pair besides its accumulator: eight
       // rows' would not fit the 32 registers.
-      constexpr int kPackedBatchRows = T == DType::Q4_K ? 4 : 8;
+      constexpr int kPackedBatchRows = T == DType::Q4_K || T == DType::Q5_K ? 4 : 8;
       int64_t m = 0;
       for (; m + kPackedBatchRows <= a.M; m += kPackedBatchRows) packed_group<T, kPackedBatchRows>(a, m, group, n0);
       if (kPackedBatchRows > 4 && a.M - m >= 4) {
@@ -943,6 +979,7 @@ void matmul_packed_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.w_type == DType::BF16) return matmul_packed_bf16(a, n_begin, n_end);
   if (a.w_type == DType::Q8_0) return packed_matmul<DType::Q8_0>(a, n_begin, n_end);
   if (a.w_type == DType::Q4_K) return packed_matmul<DType::Q4_K>(a, n_begin, n_end);
+  if (a.w_type == DType::Q5_K) return packed_matmul<DType::Q5_K>(a, n_begin, n_end);
   if (a.w_type == DType::Q6_K) return packed_matmul<DType::Q6_K>(a, n_begin, n_end);
   if (a.w_type == DType::IQ4_NL) return packed_matmul<DType::IQ4_NL>(a, n_begin, n_end);
   packed_matmul<DType::Q4_0>(a, n_begin, n_end);

@@ -46,7 +46,7 @@ struct MatmulArgs {
   // layout, and x's factors in the level's own (amx: scales, then sums); else nullptr.
   const uint8_t* x_packed = nullptr;
   const float* x_packed_scale = nullptr;
-  // w in cpu/packed_weights.h's layout (Layout::Packed, q8_0, q4_0, iq4_nl, q4_k, q6_k or bf16); then also, where the
+  // w in cpu/packed_weights.h's layout (Layout::Packed, q8_0, q4_0, iq4_nl, q4_k, q5_k, q6_k or bf16); then also, where the
   // level's vector loops read x in rows (the level keeps no copy of x for the call: one row), for
   // q4_0 and iq4_nl the sum of each block's quants of x, [M, K / 32], and for q8_0 the quants + 128
   // as unsigned bytes (x ^ 0x80), [M, K]; else nullptr.
@@ -150,7 +150,7 @@ struct Isa {
   // multiples of 16. nullptr elsewhere: matmul.cpp unpacks the rows for `matmul`. Every level that
   // has it computes each output with the same operations in the same order (per block, the exact
   // integer dot product, then acc = fma(f32(dot), weight scale * x scale, acc) in increasing k,
-  // q4_k's per sub-block with its min after it, q6_k's sub-blocks summed exactly and one step per
+  // q4_k's and q5_k's per sub-block with its min after it, q6_k's sub-blocks summed exactly and one step per
   // super-block, packed_weights.h; then acc + bias), so they agree
   // bit for bit, for every M (small_batch_rows does not apply). bf16 reaches it only with x rounded
   // to bf16 (a.xb: the levels with BF16 dot products), one vdpbf16ps lane per output

@@ -12,14 +12,20 @@ const uint8_t* row_block(DType type, const uint8_t* row, int64_t b) {
   return row + b * (2 + packed_block_quant_bytes(type));
 }
 
-// The pieces of row r's q4_k super-block (BlockQ4_K: d, dmin, scales[12], qs[128]) and where its
-// group's section holds them: f(offset in the block, offset in the section, bytes).
+// The pieces of row r's q4_k or q5_k super-block (BlockQ4_K: d, dmin, scales[12], qs[128];
+// BlockQ5_K: qh[32] before qs) and where its group's section holds them: f(offset in the block,
+// offset in the section, bytes).
 template <class F>
-void for_each_q4_k_piece(int64_t r, F&& f) {
+void for_each_k4_piece(DType type, int64_t r, F&& f) {
   f(0, 2 * r, 2);       // d
   f(2, 32 + 2 * r, 2);  // dmin
   for (int64_t i = 0; i < 12; ++i) f(4 + i, kPackedQ4KScales + 16 * i + r, 1);
-  for (int64_t u = 0; u < 32; ++u) f(16 + 4 * u, kPackedQ4KQuants + (u * 16 + r) * 4, 4);
+  const int64_t qs = type == DType::Q5_K ? 48 : 16;
+  const int64_t quants = type == DType::Q5_K ? kPackedQ5KQuants : kPackedQ4KQuants;
+  for (int64_t u = 0; u < 32; ++u) f(qs + 4 * u, quants + (u * 16 + r) * 4, 4);
+  if (type == DType::Q5_K) {
+    for (int64_t c = 0; c < 8; ++c) f(16 + 4 * c, kPackedQ5KHigh + (c * 16 + r) * 4, 4);
+  }
 }
 
 // The 256 6-bit stored values (q + 32) of a q6_k block, in element order (quant_blocks.h):
@@ -112,13 +118,15 @@ void pack_group(DType type, const uint8_t* rows, size_t row_bytes, int64_t K, ui
     }
     return;
   }
-  if (type == DType::Q4_K || type == DType::Q6_K) {
+  if (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K) {
     for (int64_t r = 0; r < kPackedRows; ++r) {
       for (int64_t g = 0; g < K / kQK_K; ++g) {
-        if (type == DType::Q4_K) {
-          const uint8_t* block = rows + static_cast<size_t>(r) * row_bytes + g * sizeof(BlockQ4_K);
-          uint8_t* section = group + g * kPackedQ4KSection;
-          for_each_q4_k_piece(r, [&](int64_t at, int64_t to, size_t n) { std::memcpy(section + to, block + at, n); });
+        if (type != DType::Q6_K) {
+          const size_t section_bytes = type == DType::Q5_K ? kPackedQ5KSection : kPackedQ4KSection;
+          const uint8_t* block = rows + static_cast<size_t>(r) * row_bytes + g * section_bytes / kPackedRows;
+          uint8_t* section = group + g * section_bytes;
+          for_each_k4_piece(type, r,
+                            [&](int64_t at, int64_t to, size_t n) { std::memcpy(section + to, block + at, n); });
         } else {
           pack_q6_k_block(r, rows + static_cast<size_t>(r) * row_bytes + g * sizeof(BlockQ6_K),
                           group + g * kPackedQ6KSection);
@@ -148,11 +156,13 @@ void unpack_group_row(DType type, const uint8_t* group, int64_t K, int64_t r, ui
     for (int64_t u = 0; u < K / 2; ++u) std::memcpy(row + u * 4, group + (u * kPackedRows + r) * 4, 4);
     return;
   }
-  if (type == DType::Q4_K) {
+  if (type == DType::Q4_K || type == DType::Q5_K) {
+    const size_t section_bytes = type == DType::Q5_K ? kPackedQ5KSection : kPackedQ4KSection;
     for (int64_t g = 0; g < K / kQK_K; ++g) {
-      uint8_t* block = row + g * sizeof(BlockQ4_K);
-      const uint8_t* section = group + g * kPackedQ4KSection;
-      for_each_q4_k_piece(r, [&](int64_t at, int64_t from, size_t n) { std::memcpy(block + at, section + from, n); });
+      uint8_t* block = row + g * section_bytes / kPackedRows;
+      const uint8_t* section = group + g * section_bytes;
+      for_each_k4_piece(type, r,
+                        [&](int64_t at, int64_t from, size_t n) { std::memcpy(block + at, section + from, n); });
     }
     return;
   }

@@ -1,5 +1,5 @@
-// The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, iq4_nl, q4_k, q6_k and
-// bf16 matrices with N a multiple of 16, reordered at load so that dot products read sixteen rows
+// The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, iq4_nl, q4_k, q5_k, q6_k
+// and bf16 matrices with N a multiple of 16, reordered at load so that dot products read sixteen rows
 // at once. The bits are the rows' own, only moved (bytes, except q6_k's quants): a group of 16
 // rows takes 16 * row_bytes, as the rows did.
 //
@@ -21,6 +21,11 @@
 //   quants: [32][16][4] at 256: unit u of row r at 256 + (u * 16 + r) * 4, the row's qs bytes
 //           4u..4u+3: unit u = 8p + c holds elements 64p + 4c + i in the low nibbles (sub-block
 //           2p) and 64p + 32 + 4c + i in the high ones (sub-block 2p + 1).
+// q5_k: sections of kPackedQ5KSection: d, dmin and the scale planes as q4_k's, then
+//   qh:     [8][16][4] at 256: unit c of row r at 256 + (c * 16 + r) * 4, the row's qh bytes
+//           4c..4c+3, whose bits 2p and 2p + 1 are the fifth bits of quant unit 8p + c's low and
+//           high nibbles (ggml: qh[l] bit 2p of element 64p + l, bit 2p + 1 of 64p + 32 + l);
+//   quants: q4_k's units at 768, so a section is read in order.
 // q6_k: a group is its super-blocks' sections, [K / 256][kPackedQ6KSection], each
 //   d:      [16] f16 at 0;
 //   scales: the 16 int8 scales as 16 planes of 16 at 32, in the order the quads below take them:
@@ -55,15 +60,20 @@ inline constexpr int64_t kPackedQ6KScales = 32;
 inline constexpr int64_t kPackedQ6KQuants = 288;
 inline constexpr int64_t kPackedQ6KQuad = 768;
 static_assert(kPackedQ6KQuants + 4 * kPackedQ6KQuad == kPackedQ6KSection, "d, scale planes, 4 quads");
+// One q5_k super-block of a group's 16 rows: q4_k's factors, the qh units, q4_k's quant units.
+inline constexpr int64_t kPackedQ5KSection = 16 * sizeof(BlockQ5_K);
+inline constexpr int64_t kPackedQ5KHigh = kPackedQ4KQuants;
+inline constexpr int64_t kPackedQ5KQuants = kPackedQ5KHigh + 8 * 64;
+static_assert(kPackedQ5KQuants + 32 * 64 == kPackedQ5KSection, "factors, 8 qh units, 32 quant units");
 
 constexpr bool is_packable_type(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL || t == DType::Q4_K || t == DType::Q6_K ||
-         t == DType::BF16;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL || t == DType::Q4_K || t == DType::Q5_K ||
+         t == DType::Q6_K || t == DType::BF16;
 }
 // The elements of K a packed row must come in: a block (32), a super-block (256) or bf16's pair.
 constexpr int64_t packed_k_multiple(DType t) {
   if (t == DType::BF16) return 2;
-  return t == DType::Q4_K || t == DType::Q6_K ? kQK_K : 32;
+  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ? kQK_K : 32;
 }
 // Quant bytes of one block of one row: 32 (q8_0) or 16 (q4_0, iq4_nl).
 constexpr int64_t packed_block_quant_bytes(DType t) {
