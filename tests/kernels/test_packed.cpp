@@ -251,10 +251,10 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // One order of sums per output (isa.h matmul_packed): a row alone (decode: 4 groups of rows at
   // once where a thread's range has them, N = 80 has a fifth), in small batches (the vector loops) and in a batch of 37
   // (amx: tiles, two blocks in flight, for q8_0 / q4_0 here an odd number of blocks) gives the same bits, with a bias,
-  // for 1 to 3 threads, and every level with packed kernels gives the same bits as the others (amx's packed iq4_nl and
-  // q6_k: the vector loops at every batch). The small batches reach each tile of the panels' loops (q8_0 / q4_0 /
-  // iq4_nl: 6, 4 and 2 rows of a 16-row panel, one or two groups as the threads split N) and each remainder of the
-  // rows' batches of 8 (q4_k, q5_k: 4). bf16 (on the levels with BF16 dot products): tiles of 6 rows and each
+  // for 1 to 3 threads, and every level with packed kernels gives the same bits as the others (amx's packed iq4_nl,
+  // q5_k and q6_k: the vector loops at every batch). The small batches reach each tile of the panels' loops (q8_0 /
+  // q4_0 / iq4_nl: 6, 4 and 2 rows of a 16-row panel, one or two groups as the threads split N) and each remainder of
+  // the rows' batches of 8 (q4_k, q5_k: 4). bf16 (on the levels with BF16 dot products): tiles of 6 rows and each
   // remainder, 1 and 2 groups (the threads' ranges; Bf16CallsTakeThePackedKernels runs 4), 200 rows (two blocks of
   // rows) and a K of two slices (partial sums kept in y between them).
   SimdLevelGuard guard;

@@ -940,7 +940,7 @@ void packed_q4_k_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 
 // Packed weights: the tiles for calls of more than kMaxVectorRows rows of x, else avx512bf16's
 // vector loops (the same sums in the same order). A type without packed tiles (amx_repacks)
-// takes the vector loops at every batch.
+// takes the vector loops at every batch: below, only amx_repacks' three types remain.
 void matmul_packed_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   // More rows always come with x's tile copy (matmul.cpp calls packed kernels only on rounded x).
   if (takes_vector_loops(a)) {

@@ -947,7 +947,7 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
     if constexpr (takes_panels(T)) {
       for (int64_t m = 0; m < a.M; ++m) packed_group<T, 1>(a, m, group, n0);
     } else {
-      // q4_k: each row of x keeps two chains per sub-block pair besides its accumulator: eight
+      // q4_k, q5_k: each row of x keeps two chains per sub-block pair besides its accumulator: eight
       // rows' would not fit the 32 registers.
       constexpr int kPackedBatchRows = T == DType::Q4_K || T == DType::Q5_K ? 4 : 8;
       int64_t m = 0;
