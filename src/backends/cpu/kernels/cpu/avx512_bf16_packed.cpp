@@ -2,7 +2,8 @@
 // is one pair of elements of its 16 rows, so vdpbf16ps takes it against a broadcast pair of x and
 // sums into the 16 rows' outputs themselves: no horizontal sums, and each x broadcast serves every
 // group of the tile. Batches take tiles of 6 rows of x by 4 groups (24 accumulators), the 64
-// weight rows' slice of K (kSliceUnits pairs, 512 KiB) staying in L2 while every row of x passes.
+// weight rows' slice of K (kSliceUnits pairs, 512 KiB) staying in L2 while a block of kBlockRows
+// rows of x passes.
 #include "backends/cpu/kernels/cpu/avx512_bf16_packed.h"
 
 #include <cstdint>
