@@ -757,6 +757,124 @@ void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&grou
   }
 }
 
+// Sub-block J's values in unit c (elements 32J + 4c..) of a packed q4_k or q5_k section, the 16
+// rows' 4 bytes each, unsigned: even J the low nibbles, odd J the high ones (q4_k: kept in place,
+// 16 q; q5_k: shifted down), q5_k's fifth bit from its qh unit put in above them (16-bit shifts of
+// at most 4: the bit stays in its byte).
+template <DType T, int J>
+inline __m512i k4_values(const uint8_t* section, int c) {
+  constexpr int kP = J / 2;
+  constexpr int64_t kQuants = T == DType::Q5_K ? kPackedQ5KQuants : kPackedQ4KQuants;
+  const __m512i w = _mm512_loadu_si512(section + kQuants + (8 * kP + c) * 64);
+  if constexpr (T == DType::Q5_K) {
+    const __m512i h = _mm512_loadu_si512(section + kPackedQ5KHigh + c * 64);
+    const __m512i nibble = J % 2 == 0 ? w : _mm512_srli_epi16(w, 4);
+    return _mm512_or_si512(_mm512_and_si512(nibble, _mm512_set1_epi8(0x0F)),
+                           _mm512_and_si512(shift_epi16<4 - J>(h), _mm512_set1_epi8(0x10)));
+  } else {
+    return _mm512_and_si512(w, _mm512_set1_epi8(static_cast<char>(J % 2 == 0 ? 0x0F : 0xF0)));
+  }
+}
+
+// A batch's MR rows of x (from m0) against G groups of packed q4_k or q5_k, a sub-block at a time:
+// per unit of each group, its values for the sub-block (k4_values) against every row's broadcast,
+// one chain per row and group, so each broadcast of x serves G groups (packed_k4_rows' pair of
+// chains per row, for batches four rows and one group at a time: q5_k 0.34-0.36 of the vnni_dot
+// peak at 512 rows, against 0.38-0.40 so; q4_k 0.41-0.45, against 0.44-0.46). Then the same f32
+// steps as packed_k4_rows and amx.cpp's tiles, sub-block after sub-block, so all three give the
+// same bits: acc = fma(f32(dot), (d * sc) * x's scale, acc), acc = fma(-(dmin * m), x's scale *
+// f32(x's sum over the sub-block), acc); the factors per super-block from packed_q4_k.h, kept on
+// the stack. Those f32 steps, four per 8 vpdpbusd, are the limit: exact int32 sums per super-block
+// instead (as q6_k's) ran q4_k at 0.46-0.47 and q5_k at 0.40-0.41 here, but amx's tiles would
+// have to take the same steps.
+template <DType T, int MR, int G>
+void packed_k4_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+  static_assert(T == DType::Q4_K || T == DType::Q5_K, "q4_k's factors");
+  using S = Avx512Dot;
+  constexpr int64_t kSection = T == DType::Q5_K ? kPackedQ5KSection : kPackedQ4KSection;
+  const int64_t supers = a.K / kQK_K;
+  __m512 acc[G][MR];
+  for (int g = 0; g < G; ++g) {
+    for (int m = 0; m < MR; ++m) acc[g][m] = _mm512_setzero_ps();
+  }
+  for (int64_t s = 0; s < supers; ++s) {
+    const int8_t* x[MR];
+    float x_scale[MR];
+    alignas(64) float x_sum[8][MR];  // x's scale times the sum of its quants, per sub-block
+    for (int m = 0; m < MR; ++m) {
+      x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
+      x_scale[m] = a.xq_scale[(m0 + m) * supers + s];
+      const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
+      for (int j = 0; j < 8; ++j) x_sum[j][m] = x_scale[m] * static_cast<float>(bsum[2 * j] + bsum[2 * j + 1]);
+    }
+    const uint8_t* section[G];
+    alignas(64) float scale[G][8][kPackedRows];  // d * sc
+    alignas(64) float min[G][8][kPackedRows];    // -(dmin * m)
+    for (int g = 0; g < G; ++g) {
+      section[g] = group[g] + s * kSection;
+      const __m512 d = packed_q4_k::d<S>(section[g]);
+      const __m512 dmin_neg = packed_q4_k::dmin_neg<S>(section[g]);
+      const packed_q4_k::Scales sc = packed_q4_k::scales<S>(section[g]);
+      auto factors = [&](auto J) {
+        constexpr int kJ = decltype(J)::value;
+        _mm512_store_ps(scale[g][kJ], packed_q4_k::factor<S, kJ>(sc.sc, d));
+        _mm512_store_ps(min[g][kJ], packed_q4_k::factor<S, kJ>(sc.m, dmin_neg));
+      };
+      blocks::unroll<0, 8>(factors);
+    }
+    auto sub_block = [&](auto J) {
+      constexpr int kJ = decltype(J)::value;
+      __m512i dot[G][MR];
+      for (int g = 0; g < G; ++g) {
+        for (int m = 0; m < MR; ++m) dot[g][m] = _mm512_setzero_si512();
+      }
+      for (int c = 0; c < 8; ++c) {
+        __m512i w[G];
+        for (int g = 0; g < G; ++g) w[g] = k4_values<T, kJ>(section[g], c);
+        for (int m = 0; m < MR; ++m) {
+          const __m512i xv = broadcast4(x[m] + 32 * kJ + 4 * c);
+          for (int g = 0; g < G; ++g) dot[g][m] = _mm512_dpbusd_epi32(dot[g][m], w[g], xv);
+        }
+      }
+      for (int g = 0; g < G; ++g) {
+        const __m512 sc = _mm512_load_ps(scale[g][kJ]);
+        const __m512 mn = _mm512_load_ps(min[g][kJ]);
+        for (int m = 0; m < MR; ++m) {
+          const __m512i exact = T == DType::Q4_K && kJ % 2 == 1 ? _mm512_srai_epi32(dot[g][m], 4) : dot[g][m];
+          const __m512 v =
+              _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(sc, _mm512_set1_ps(x_scale[m])), acc[g][m]);
+          acc[g][m] = _mm512_fmadd_ps(mn, _mm512_set1_ps(x_sum[kJ][m]), v);
+        }
+      }
+    };
+    blocks::unroll<0, 8>(sub_block);
+  }
+  for (int g = 0; g < G; ++g) {
+    const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0[g]) : _mm512_setzero_ps();
+    for (int m = 0; m < MR; ++m) {
+      _mm512_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g], _mm512_add_ps(acc[g][m], bias));
+    }
+  }
+}
+
+// A batch against packed q4_k or q5_k: G groups at a time (packed_k4_batch), four rows of x at a
+// time, then the rest.
+template <DType T, int G>
+void k4_batch_groups(const MatmulArgs& a, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+  int64_t m = 0;
+  for (; m + 4 <= a.M; m += 4) packed_k4_batch<T, 4, G>(a, m, group, n0);
+  switch (a.M - m) {
+    case 3:
+      return packed_k4_batch<T, 3, G>(a, m, group, n0);
+    case 2:
+      return packed_k4_batch<T, 2, G>(a, m, group, n0);
+    case 1:
+      return packed_k4_batch<T, 1, G>(a, m, group, n0);
+    default:
+      return;
+  }
+}
+
 // Sub-block T's 6-bit values (q + 32) of a packed q6_k unit (packed_weights.h), elements
 // 128n + 32T + 4c..: e_0..e_2 the low 6 bits of pieces A, B, C, e_3 their top 2 bits gathered
 // (16-bit shifts: the bits they carry across bytes are masked off).
@@ -917,9 +1035,10 @@ void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t
 // One row of x (decode) reads every weight once and is bound by memory: it takes kStreams groups
 // at once from kStreams equal parts of the range, so as many sequential streams are in flight.
 // More rows: q8_0 / q4_0 / iq4_nl by x's panels (panel_matmul; the level packs x into them for
-// every batch, pack_x), else a row at a time; the k-quants one group at a time, eight rows of x
-// at a time (q4_k and q5_k: four; then four, then the rest), so each 64 bytes of weights loaded serve
-// eight rows, and eight rows' sums (sixteen chains) hide vpdpbusd's latency.
+// every batch, pack_x), else a row at a time; q4_k and q5_k two groups and four rows of x at a time
+// (k4_batch_groups); q6_k one group at a time, eight rows of x at a time (then four, then the
+// rest), so each 64 bytes of weights loaded serve eight rows, and eight rows' sums (sixteen
+// chains) hide vpdpbusd's latency.
 template <DType T>
 void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if constexpr (takes_panels(T)) {
@@ -941,18 +1060,29 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
       packed_type_rows<T, 1, kStreams>(a, 0, groups, n0);
     }
     n_rest = n_begin + kStreams * part;
+  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    int64_t n0 = n_begin;
+    for (; n0 + 2 * kPackedRows <= n_end; n0 += 2 * kPackedRows) {
+      const uint8_t* const groups[2] = {group_at(n0), group_at(n0) + group_bytes};
+      const int64_t starts[2] = {n0, n0 + kPackedRows};
+      k4_batch_groups<T, 2>(a, groups, starts);
+    }
+    if (n0 < n_end) {
+      const uint8_t* const groups[1] = {group_at(n0)};
+      const int64_t starts[1] = {n0};
+      k4_batch_groups<T, 1>(a, groups, starts);
+    }
+    return;
   }
   for (int64_t n0 = n_rest; n0 < n_end; n0 += kPackedRows) {
     const uint8_t* group = group_at(n0);
-    if constexpr (takes_panels(T)) {
+    if constexpr (takes_panels(T) || T == DType::Q4_K || T == DType::Q5_K) {  // q4_k, q5_k: M is 1 here
       for (int64_t m = 0; m < a.M; ++m) packed_group<T, 1>(a, m, group, n0);
     } else {
-      // q4_k, q5_k: each row of x keeps two chains per sub-block pair besides its accumulator: eight
-      // rows' would not fit the 32 registers.
-      constexpr int kPackedBatchRows = T == DType::Q4_K || T == DType::Q5_K ? 4 : 8;
+      constexpr int kPackedBatchRows = 8;
       int64_t m = 0;
       for (; m + kPackedBatchRows <= a.M; m += kPackedBatchRows) packed_group<T, kPackedBatchRows>(a, m, group, n0);
-      if (kPackedBatchRows > 4 && a.M - m >= 4) {
+      if (a.M - m >= 4) {
         packed_group<T, 4>(a, m, group, n0);
         m += 4;
       }
