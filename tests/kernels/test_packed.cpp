@@ -369,9 +369,10 @@ TEST(PackedWeights, Bf16CallsTakeThePackedKernelsWhereXIsRoundedToBf16) {
 }
 
 TEST(PackedWeights, Q4KTilesGiveTheBitsOfTheRowsAsStored) {
-  // amx: q4_k's tiles take chunks of 32 from either layout with the same f32 operations, so the
-  // packed weight's batch (and, through the bit-identity above, its vector loops) gives the bits
-  // of the rows as stored. 21 rows of x: a partial tile; 3 super-blocks, 48 rows over 2 threads.
+  // amx: q4_k's tiles take chunks of 32 from either layout with the same operations (int32 sums per
+  // super-block, then two f32 steps), so the packed weight's batch (and, through the bit-identity
+  // above, its vector loops) gives the bits of the rows as stored. 21 rows of x: a partial tile; 3 super-blocks, 48
+  // rows over 2 threads.
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);

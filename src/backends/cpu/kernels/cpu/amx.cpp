@@ -4,13 +4,14 @@
 // Rapids and later) wherever x has more than a few rows.
 //
 // Block types, x's quants copied per call with rows a cache line apart (pack_x). Blocks of 32
-// (and q4_k, q5_k, iq4_xs in chunks of 32, super_as_chunks): per block one tdpbssd takes 16 rows of
+// (and q4_k, q5_k, iq4_xs in chunks of 32: k4_chunks, super_as_chunks): per block one tdpbssd takes 16 rows of
 // x (tile 2 or 3) against 16 weight rows (tile 4 or 5: their quants as signed bytes in the order
 // tdpbssd wants B, 4 bytes of each row per 64: a packed q8_0 group as stored, every other type
 // unpacked once per call and group) and leaves the exact block dot products in tile 0 or 1. Two
 // blocks are in flight: the tiles multiply one while the vector unit scales the other's sums, per
 // output acc = fma(f32(dot), weight factor * x scale, acc), and for the types with mins
-// acc = fma(weight min, x's scaled sum, acc), block after block. q2_k, q3_k and q6_k go per
+// acc = fma(weight min, x's scaled sum, acc), block after block; q4_k and q5_k scale each chunk's
+// sums in int32 and take f32 steps per super-block (k4_group_tiles). q2_k, q3_k and q6_k go per
 // super-block of 256 instead, their sub-blocks' scales inside the tiles' integer sums (planes,
 // below). Either way every output is the same sequence of f32 operations whatever the tile it
 // sits in or the thread, and for packed q8_0 / q4_0 / q4_k the vector loops' sequence (avx512_dot.cpp).
@@ -62,12 +63,12 @@ enum class Scratch { WeightRows, WeightTiles, WeightFactors, PaddedFirst, Padded
 #define FERRY_HAVE_AMX 1
 
 #if defined(__clang__)
-#pragma clang attribute push(                                                                               \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,amx-tile,amx-int8,amx-bf16"))), \
+#pragma clang attribute push(                                                                                          \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8,amx-bf16"))), \
     apply_to = function)
 #else
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,amx-tile,amx-int8,amx-bf16")
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,amx-tile,amx-int8,amx-bf16")
 #endif
 
 #include "backends/cpu/kernels/cpu/packed_q4_k.h"        // templates only, as simd_block_decode.h
@@ -120,10 +121,17 @@ int64_t tiles_per_group(int64_t tile_bytes) {
 // The super-block types the tiles take in chunks of 32 as the blocks of 32 (a tdpbssd and a scaling
 // of its sums per chunk), not in planes per super-block (super_tiles): those whose sc * q takes
 // two planes and whose sub-blocks are 32 long. Measured at K = 4096, 512 rows of x (BM_Prefill):
-// q4_k and q5_k ran 1.4-1.7x faster in chunks than in planes, iq4_xs 1.2x; q2_k and q3_k 1.3-1.5x
-// faster in planes than in chunks of 16, q6_k level (planes spare it a loop of 16-element chunks).
+// q4_k and q5_k ran 1.4-1.7x faster in chunks than in planes (now k4_chunks), iq4_xs 1.2x; q2_k
+// and q3_k 1.3-1.5x faster in planes than in chunks of 16, q6_k level (planes spare it a loop of
+// 16-element chunks).
 constexpr bool super_as_chunks(DType t) {
-  return t == DType::Q4_K || t == DType::Q5_K || t == DType::IQ4_XS;
+  return t == DType::IQ4_XS;
+}
+
+// q4_k and q5_k: chunks of 32 as well, but each chunk's sums scaled in int32 (k4_group_tiles), so
+// the tiles give the bits of the vector loops for packed q4_k / q5_k (avx512_dot.cpp).
+constexpr bool k4_chunks(DType t) {
+  return t == DType::Q4_K || t == DType::Q5_K;
 }
 
 // The bytes of one block of T (a compile-time constant in the unpackers' loops).
@@ -171,8 +179,8 @@ int64_t x_row_bytes(int64_t K) {
 }
 
 // x's factors per row in the tiles' copy (pack_x): its scales (q8_0 / q8_1: per 32; q8_K: per 256,
-// or for super_as_chunks repeated per 32), then the sums the weights' mins meet: q8_1's s per 32;
-// for q4_k / q5_k, q8_K's scale times each 32's quant sum.
+// or for super_as_chunks repeated per 32), then the sums the weights' mins meet: q8_1's s per 32
+// (q4_k's and q5_k's mins meet x's q8_K sums, a.xq_bsum, in k4_group_tiles).
 struct XFactorRows {
   int64_t scales = 0;
   int64_t sums = 0;
@@ -180,7 +188,7 @@ struct XFactorRows {
 XFactorRows x_factor_rows(const MatmulArgs& a) {
   switch (activation_quant(a.w_type)) {
     case ActivationQuant::Q8_K:  // the chunk types' per 32 (pack_x), the planes' per 256
-      if (super_as_chunks(a.w_type)) return {a.K / 32, a.w_type == DType::IQ4_XS ? 0 : a.K / 32};
+      if (super_as_chunks(a.w_type)) return {a.K / 32, 0};
       return {a.K / kQK_K, 0};
     case ActivationQuant::Q8_1:
       return {a.K / 32, a.K / 32};
@@ -233,12 +241,8 @@ void pack_x(const MatmulArgs& a, int64_t tile_begin, int64_t tile_end, uint8_t* 
       if (!real) {
         std::memset(row_scales, 0, static_cast<size_t>(rows.scales) * 4);
         std::memset(row_sums, 0, static_cast<size_t>(rows.sums) * 4);
-      } else if (super_as_chunks(a.w_type)) {  // q8_K's scale per 32, and per 32 scale * quant sum
-        for (int64_t c = 0; c < rows.scales; ++c) {
-          row_scales[c] = a.xq_scale[m * (a.K / kQK_K) + c / 8];
-          const int16_t* bsum = a.xq_bsum + m * (a.K / 16) + 2 * c;
-          if (rows.sums > 0) row_sums[c] = row_scales[c] * static_cast<float>(bsum[0] + bsum[1]);
-        }
+      } else if (super_as_chunks(a.w_type)) {  // q8_K's scale per 32
+        for (int64_t c = 0; c < rows.scales; ++c) row_scales[c] = a.xq_scale[m * (a.K / kQK_K) + c / 8];
       } else {
         std::memcpy(row_scales, a.xq_scale + m * rows.scales, static_cast<size_t>(rows.scales) * 4);
         if (rows.sums > 0) std::memcpy(row_sums, a.xq_sum + m * rows.sums, static_cast<size_t>(rows.sums) * 4);
@@ -410,7 +414,7 @@ void decode_super_block(const MatmulArgs& a, const uint8_t* block, SuperBlock& o
   }
 }
 
-// Sixteen q4_k, q5_k or iq4_xs rows from n0 (zero past n_end) as chunks of 32 (super_as_chunks):
+// Sixteen iq4_xs rows from n0 (zero past n_end) as chunks of 32 (super_as_chunks):
 // the quants, [16][K], and per chunk c the factors scales[c][16] = d * sc, mins[c][16] = -dmin * m.
 template <DType T>
 void unpack_super_chunks(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales, float* mins) {
@@ -587,11 +591,149 @@ void block_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end, Unpack&& w
   _tile_release();  // an idle thread with tiles in use would have their 8 KiB saved at every switch
 }
 
+// ---- q4_k and q5_k in chunks of 32 with int32 sums per super-block (k4_chunks) -----------------
+// Per chunk (sub-block j) the tiles' exact dot products, times the weight rows' 6-bit scale sc_j
+// (vpmulld) and summed over the super-block in int32; with sum_j m_j * (x's sum over sub-block j)
+// (vpdpwssd), add_super_block's two f32 steps (packed_q4_k.h): the vector loops' operations
+// (avx512_dot.cpp packed_k4_rows), so packed q4_k / q5_k give the same bits in tiles and loops, and
+// q4_k's tiles the same from either layout.
+
+// One group's factors, per super-block s: sc[s][8][16] (int32), the mins of sub-blocks 2k and 2k +
+// 1 as int16 pairs, min_pair[s][4][16], and d[s][16], dmin_neg[s][16] (-dmin).
+struct K4Factors {
+  int32_t* sc = nullptr;
+  int32_t* min_pair = nullptr;
+  float* d = nullptr;
+  float* dmin_neg = nullptr;
+};
+
+K4Factors k4_factors(int64_t supers) {
+  auto* ints =
+      static_cast<int32_t*>(scratch(Scratch::WeightFactors, static_cast<size_t>(14 * supers * kTile) * 4, false));
+  auto* floats = reinterpret_cast<float*>(ints + 12 * supers * kTile);
+  return {ints, ints + 8 * supers * kTile, floats, floats + supers * kTile};
+}
+
+// Outputs [n0, n0 + count) of x's tiles [t0, t1) from one group's chunk tiles (512 bytes apart)
+// and factors, chunk after chunk, two in flight as group_tiles.
+void k4_group_tiles(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n0, int64_t count, const uint8_t* tiles,
+                    const K4Factors& f) {
+  using S = AmxTraits;
+  const int64_t supers = a.K / kQK_K;
+  const int64_t chunks = a.K / kBlock;
+  const int64_t full_tiles = a.M / kTile;
+  const int64_t x_stride = x_row_bytes(a.K);
+  const auto mask = static_cast<__mmask16>((1u << count) - 1);
+  const __m512 bias = a.bias != nullptr ? _mm512_maskz_loadu_ps(mask, a.bias + n0) : _mm512_setzero_ps();
+  alignas(64) int32_t sums[kTile][kTile];
+  alignas(64) int32_t total[kTile][kTile];
+  // Adds chunk c's sums times its scales into the super-block's totals (the first chunk sets them).
+  const auto add_chunk = [&](int64_t c) {
+    const __m512i sc = _mm512_loadu_si512(f.sc + c * kTile);
+    const bool first = c % 8 == 0;
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < kTile; ++i) {
+      const __m512i scaled = _mm512_mullo_epi32(_mm512_load_si512(sums[i]), sc);
+      _mm512_store_si512(total[i], first ? scaled : _mm512_add_epi32(_mm512_load_si512(total[i]), scaled));
+    }
+  };
+  for (int64_t t = t0; t < t1; ++t) {
+    const int8_t* x = reinterpret_cast<const int8_t*>(a.x_packed) + t * kTile * x_stride;
+    const float* x_scale = a.x_packed_scale + t * kTile * supers;  // x_factor_rows: per 256, zero past M
+    const int64_t rows = t < full_tiles ? kTile : a.M - t * kTile;
+    __m512 acc[kTile];
+    for (__m512& v : acc) v = _mm512_setzero_ps();
+    // After super-block s's last chunk: its mins and the two f32 steps.
+    const auto finish = [&](int64_t s) {
+      const __m512 d = _mm512_loadu_ps(f.d + s * kTile);
+      const __m512 dmin_neg = _mm512_loadu_ps(f.dmin_neg + s * kTile);
+#pragma GCC unroll 16
+      for (int64_t i = 0; i < kTile; ++i) {
+        __m512i mins = _mm512_setzero_si512();
+        if (i < rows) {
+          const int16_t* bsum = a.xq_bsum + (t * kTile + i) * (a.K / 16) + s * 16;
+          for (int k = 0; k < 4; ++k) {
+            mins = _mm512_dpwssd_epi32(mins, _mm512_loadu_si512(f.min_pair + (s * 4 + k) * kTile),
+                                       _mm512_set1_epi32(packed_q4_k::x_sum_pair(bsum, k)));
+          }
+        }
+        acc[i] = packed_q4_k::add_super_block<S>(acc[i], _mm512_load_si512(total[i]), mins, d, dmin_neg,
+                                                 x_scale[i * supers + s]);
+      }
+    };
+    multiply_even(x, x_stride, tiles);
+    for (int64_t c = 0; c < chunks; c += 2) {  // chunks: a multiple of 8
+      multiply_odd(x + (c + 1) * kBlock, x_stride, tiles + (c + 1) * 512);
+      _tile_stored(0, sums, 64);
+      add_chunk(c);
+      if (c + 2 < chunks) multiply_even(x + (c + 2) * kBlock, x_stride, tiles + (c + 2) * 512);
+      _tile_stored(1, sums, 64);
+      add_chunk(c + 1);
+      if ((c + 2) % 8 == 0) finish(c / 8);
+    }
+#pragma GCC unroll 16
+    for (int64_t i = 0; i < kTile; ++i) {
+      if (i < rows) _mm512_mask_storeu_ps(a.y + (t * kTile + i) * a.y_stride + n0, mask, _mm512_add_ps(acc[i], bias));
+    }
+  }
+}
+
+// The groups of [n_begin, n_end), each unpacked once (weight_tiles: its chunk tiles, factors in f)
+// for a group of x's tiles, as block_tiles.
+template <class Unpack>
+void k4_block_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end, const K4Factors& f, Unpack&& weight_tiles) {
+  configure_tiles(kBlockTiles);
+  const int64_t m_tiles = (a.M + kTile - 1) / kTile;
+  const int64_t group = tiles_per_group(kTile * x_row_bytes(a.K));
+  for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
+    const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
+      const uint8_t* tiles = weight_tiles(n0);
+      k4_group_tiles(a, t0, t1, n0, n_end - n0 < kTile ? n_end - n0 : kTile, tiles, f);
+    }
+  }
+  _tile_release();
+}
+
+// q4_k / q5_k rows as stored: sixteen rows from n0 (zero past n_end) decoded to signed bytes, [16][K],
+// then to chunk tiles, and their factors (K4Factors).
+template <DType T>
+void k4_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  const int64_t supers = a.K / kQK_K;
+  auto* rows = static_cast<int8_t*>(scratch(Scratch::WeightRows, static_cast<size_t>(kTile * a.K), false));
+  auto* tiles = static_cast<uint8_t*>(scratch(Scratch::WeightTiles, static_cast<size_t>(kTile * a.K), false));
+  const K4Factors f = k4_factors(supers);
+  k4_block_tiles(a, n_begin, n_end, f, [&](int64_t n0) {
+    SuperBlock sb;
+    for (int64_t i = 0; i < kTile; ++i) {
+      const bool real = n0 + i < n_end;
+      const uint8_t* w = a.w + static_cast<size_t>(n0 + i) * a.w_row_bytes;
+      for (int64_t s = 0; s < supers; ++s) {
+        if (real) {
+          decode_super_block<T>(a, w + static_cast<size_t>(s) * block_bytes<T>(), sb);
+        } else {
+          std::memset(&sb, 0, sizeof(sb));
+        }
+        std::memcpy(rows + i * a.K + s * kQK_K, sb.q, kQK_K);
+        for (int64_t j = 0; j < 8; ++j) f.sc[(s * 8 + j) * kTile + i] = sb.sc[2 * j];  // sc[], m[]: per 16
+        for (int64_t k = 0; k < 4; ++k) {
+          f.min_pair[(s * 4 + k) * kTile + i] =
+              static_cast<int32_t>(static_cast<uint32_t>(sb.m[4 * k]) | (static_cast<uint32_t>(sb.m[4 * k + 2]) << 16));
+        }
+        f.d[s * kTile + i] = sb.d;
+        f.dmin_neg[s * kTile + i] = -sb.dmin;
+      }
+    }
+    rows_to_tiles(rows, a.K, tiles);
+    return tiles;
+  });
+}
+
 // Blocks of 32 and super_as_chunks as stored: each group's rows unpacked to signed bytes and
 // factors, then to B tiles.
 template <DType T>
 void unpacked_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  constexpr bool kMins = T == DType::Q4_1 || T == DType::Q5_1 || T == DType::Q4_K || T == DType::Q5_K;
+  constexpr bool kMins = T == DType::Q4_1 || T == DType::Q5_1;
   const int64_t blocks = a.K / kBlock;
   auto* rows = static_cast<int8_t*>(scratch(Scratch::WeightRows, static_cast<size_t>(kTile * a.K), false));
   auto* tiles = static_cast<uint8_t*>(scratch(Scratch::WeightTiles, static_cast<size_t>(kTile * a.K), false));
@@ -610,7 +752,7 @@ void unpacked_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   });
 }
 
-// ---- super-blocks of 256 in planes (q2_k, q3_k, q6_k; the rest in chunks, super_as_chunks) ------
+// ---- super-blocks of 256 in planes (q2_k, q3_k, q6_k; the rest in chunks) ------
 //
 // Per super-block each weight element's integer factor sc * q (its sub-block's scale times its
 // quant) and x's quants meet in exact int32 sums over all 256 elements: the tiles do the per
@@ -895,35 +1037,31 @@ void packed_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   });
 }
 
-// Packed q4_k (packed_weights.h), in chunks of 32 as the rows stored are (super_as_chunks): a
-// unit's low nibbles are row c of sub-block 2p's B tile, its high ones of 2p + 1's, and the
-// factors come from packed_q4_k.h as the vector loops take them: the same bits as both.
+// Packed q4_k (packed_weights.h), in chunks of 32 as the rows stored are (k4_chunks): a unit's low
+// nibbles are row c of sub-block 2p's B tile, its high ones of 2p + 1's, and the factors come
+// from packed_q4_k.h as the vector loops take them: the same bits as both.
 void packed_q4_k_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   using S = AmxTraits;
   const int64_t supers = a.K / kQK_K;
-  const int64_t chunks = a.K / kBlock;
   const size_t group_bytes = a.w_row_bytes * kTile;
-  auto* tiles = static_cast<uint8_t*>(scratch(Scratch::WeightTiles, static_cast<size_t>(chunks * 512), false));
-  auto* factors =
-      static_cast<float*>(scratch(Scratch::WeightFactors, static_cast<size_t>(2 * chunks * kTile) * 4, false));
-  float* scales = factors;
-  float* mins = factors + chunks * kTile;
-  block_tiles<true>(a, n_begin, n_end, [&](int64_t n0) {
+  auto* tiles = static_cast<uint8_t*>(scratch(Scratch::WeightTiles, static_cast<size_t>(a.K / kBlock * 512), false));
+  const K4Factors f = k4_factors(supers);
+  k4_block_tiles(a, n_begin, n_end, f, [&](int64_t n0) {
     const uint8_t* weights = a.w + static_cast<size_t>(n0 / kTile) * group_bytes;
     const __m512i low4 = _mm512_set1_epi8(0x0F);
     for (int64_t s = 0; s < supers; ++s) {
       const uint8_t* section = weights + s * kPackedQ4KSection;
-      const __m512 d = packed_q4_k::d<S>(section);
-      const __m512 dmin_neg = packed_q4_k::dmin_neg<S>(section);
+      _mm512_storeu_ps(f.d + s * kTile, packed_q4_k::d<S>(section));
+      _mm512_storeu_ps(f.dmin_neg + s * kTile, packed_q4_k::dmin_neg<S>(section));
       const packed_q4_k::Scales sc = packed_q4_k::scales<S>(section);
-      float* chunk_scales = scales + s * 8 * kTile;
-      float* chunk_mins = mins + s * 8 * kTile;
       [&]<int... J>(std::integer_sequence<int, J...>) {
-        ((_mm512_storeu_ps(chunk_scales + J * kTile, packed_q4_k::factor<S, J>(sc.sc, d)),
-          _mm512_storeu_ps(chunk_mins + J * kTile, packed_q4_k::factor<S, J>(sc.m, dmin_neg))),
-         ...);
+        (_mm512_storeu_si512(f.sc + (s * 8 + J) * kTile, packed_q4_k::ints<S, J>(sc.sc)), ...);
       }
       (std::make_integer_sequence<int, 8>{});
+      [&]<int... P>(std::integer_sequence<int, P...>) {
+        (_mm512_storeu_si512(f.min_pair + (s * 4 + P) * kTile, packed_q4_k::min_pair<S, P>(sc.m)), ...);
+      }
+      (std::make_integer_sequence<int, 4>{});
       const uint8_t* units = section + kPackedQ4KQuants;
       uint8_t* out = tiles + s * 8 * 512;
       for (int64_t p = 0; p < 4; ++p) {
@@ -934,7 +1072,7 @@ void packed_q4_k_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
         }
       }
     }
-    return WeightTiles{tiles, 512, scales, mins};
+    return static_cast<const uint8_t*>(tiles);
   });
 }
 
@@ -976,9 +1114,9 @@ void matmul_amx(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
     case DType::Q3_K:
       return super_tiles<DType::Q3_K>(a, n_begin, n_end);
     case DType::Q4_K:
-      return unpacked_tiles<DType::Q4_K>(a, n_begin, n_end);
+      return k4_tiles<DType::Q4_K>(a, n_begin, n_end);
     case DType::Q5_K:
-      return unpacked_tiles<DType::Q5_K>(a, n_begin, n_end);
+      return k4_tiles<DType::Q5_K>(a, n_begin, n_end);
     case DType::Q6_K:
       return super_tiles<DType::Q6_K>(a, n_begin, n_end);
     case DType::IQ4_XS:

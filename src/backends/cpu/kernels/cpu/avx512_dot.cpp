@@ -648,115 +648,6 @@ inline __m512i shift_epi16(__m512i v) {
   }
 }
 
-// Packed q4_k or q5_k (packed_weights.h) against x rounded to q8_K, the 16 rows of a group in the
-// 16 lanes. Per sub-block of 32, each row's exact integer dot product: the low nibbles (sub-block
-// 2p) against x by 8 vpdpbusd, the high ones by 8 more (q4_k: kept in place, 16 q, and the sum
-// shifted back down by 4: exact; q5_k: shifted down, each with its fifth bit from the qh unit put
-// in above it); then, sub-block after sub-block,
-//   acc = fma(f32(dot), (d * sc) * x's scale, acc), acc = fma(-(dmin * m), x's scale * f32(x's
-//   sum over the sub-block), acc):
-// for q4_k the f32 operations of amx.cpp's tiles in chunks of 32, so both give the same bits.
-template <DType T, int MR, int G>
-void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
-  static_assert(T == DType::Q4_K || T == DType::Q5_K, "q4_k's factors");
-  using S = Avx512Dot;
-  constexpr int64_t kSection = T == DType::Q5_K ? kPackedQ5KSection : kPackedQ4KSection;
-  constexpr int64_t kQuants = T == DType::Q5_K ? kPackedQ5KQuants : kPackedQ4KQuants;
-  const int64_t supers = a.K / kQK_K;
-  __m512 acc[G][MR];
-  for (int g = 0; g < G; ++g) {
-    for (int m = 0; m < MR; ++m) acc[g][m] = _mm512_setzero_ps();
-  }
-  for (int64_t s = 0; s < supers; ++s) {
-    const int8_t* x[MR];
-    __m512 x_scale[MR];
-    float x_sum[MR][8];  // x's scale times the sum of its quants, per sub-block
-    for (int m = 0; m < MR; ++m) {
-      x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
-      const float scale = a.xq_scale[(m0 + m) * supers + s];
-      x_scale[m] = _mm512_set1_ps(scale);
-      const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
-      for (int j = 0; j < 8; ++j) x_sum[m][j] = scale * static_cast<float>(bsum[2 * j] + bsum[2 * j + 1]);
-    }
-    // Each group's factors first, then the sub-block pairs with the groups interleaved, so decode's
-    // streams advance together, 64 bytes at a time: a whole 2304-byte section per stream at a time
-    // read the weights about 10% slower from memory (bench_decode's q4_k shapes), in bursts the
-    // prefetchers fell behind; a pair's 512 bytes per stream at a time kept x's broadcasts for
-    // all of them in registers, and GCC spilled (q5_k 41-43 GB/s in L2, against 57 now).
-    __m512 d[G], dmin_neg[G];
-    packed_q4_k::Scales sc[G];
-    for (int g = 0; g < G; ++g) {
-      const uint8_t* section = group[g] + s * kSection;
-      if (G > 1 && a.prefetch) {
-        for (int64_t off = 0; off < kQuants; off += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(section + off + kPackedPrefetchBytes), _MM_HINT_T0);
-      }
-      d[g] = packed_q4_k::d<S>(section);
-      dmin_neg[g] = packed_q4_k::dmin_neg<S>(section);
-      sc[g] = packed_q4_k::scales<S>(section);
-    }
-    auto pair = [&](auto P) {  // sub-blocks 2p (low nibbles) and 2p + 1 (high)
-      constexpr int kP = decltype(P)::value;
-      __m512i low[G][MR], high[G][MR];
-      for (int g = 0; g < G; ++g) {
-        for (int m = 0; m < MR; ++m) low[g][m] = high[g][m] = _mm512_setzero_si512();
-      }
-      // Each unit of x's against every group (decode: G streams, 2G chains), so x's broadcasts
-      // are made once and the chains stay in registers.
-      for (int c = 0; c < 8; ++c) {
-        __m512i x_low[MR], x_high[MR];
-        for (int m = 0; m < MR; ++m) {
-          x_low[m] = broadcast4(x[m] + 64 * kP + 4 * c);
-          x_high[m] = broadcast4(x[m] + 64 * kP + 32 + 4 * c);
-        }
-        for (int g = 0; g < G; ++g) {
-          const uint8_t* unit = group[g] + s * kSection + kQuants + (8 * kP + c) * 64;
-          if (G > 1 && a.prefetch)
-            _mm_prefetch(reinterpret_cast<const char*>(unit + kPackedPrefetchBytes), _MM_HINT_T0);
-          const __m512i w = _mm512_loadu_si512(unit);
-          __m512i w_low = _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
-          __m512i w_high;
-          if constexpr (T == DType::Q5_K) {
-            // Bits 2p and 2p + 1 of each qh byte to bit 4 (16-bit shifts of at most 4: the bit
-            // stays in its byte), above the low nibble and the high one shifted down.
-            const __m512i h = _mm512_loadu_si512(group[g] + s * kSection + kPackedQ5KHigh + c * 64);
-            const __m512i bit4 = _mm512_set1_epi8(0x10);
-            w_low = _mm512_or_si512(w_low, _mm512_and_si512(shift_epi16<4 - 2 * kP>(h), bit4));
-            w_high = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(w, 4), _mm512_set1_epi8(0x0F)),
-                                     _mm512_and_si512(shift_epi16<3 - 2 * kP>(h), bit4));
-          } else {
-            w_high = _mm512_and_si512(w, _mm512_set1_epi8(static_cast<char>(0xF0)));
-          }
-          for (int m = 0; m < MR; ++m) {
-            low[g][m] = _mm512_dpbusd_epi32(low[g][m], w_low, x_low[m]);
-            high[g][m] = _mm512_dpbusd_epi32(high[g][m], w_high, x_high[m]);
-          }
-        }
-      }
-      for (int g = 0; g < G; ++g) {
-        const __m512 scale_low = packed_q4_k::factor<S, 2 * kP>(sc[g].sc, d[g]);
-        const __m512 min_low = packed_q4_k::factor<S, 2 * kP>(sc[g].m, dmin_neg[g]);
-        const __m512 scale_high = packed_q4_k::factor<S, 2 * kP + 1>(sc[g].sc, d[g]);
-        const __m512 min_high = packed_q4_k::factor<S, 2 * kP + 1>(sc[g].m, dmin_neg[g]);
-        for (int m = 0; m < MR; ++m) {
-          __m512 v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(low[g][m]), _mm512_mul_ps(scale_low, x_scale[m]), acc[g][m]);
-          v = _mm512_fmadd_ps(min_low, _mm512_set1_ps(x_sum[m][2 * kP]), v);
-          const __m512i high_dot = T == DType::Q5_K ? high[g][m] : _mm512_srai_epi32(high[g][m], 4);
-          v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(high_dot), _mm512_mul_ps(scale_high, x_scale[m]), v);
-          acc[g][m] = _mm512_fmadd_ps(min_high, _mm512_set1_ps(x_sum[m][2 * kP + 1]), v);
-        }
-      }
-    };
-    blocks::unroll<0, 4>(pair);
-  }
-  for (int g = 0; g < G; ++g) {
-    const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0[g]) : _mm512_setzero_ps();
-    for (int m = 0; m < MR; ++m) {
-      _mm512_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g], _mm512_add_ps(acc[g][m], bias));
-    }
-  }
-}
-
 // Sub-block J's values in unit c (elements 32J + 4c..) of a packed q4_k or q5_k section, the 16
 // rows' 4 bytes each, unsigned: even J the low nibbles, odd J the high ones (q4_k: kept in place,
 // 16 q; q5_k: shifted down), q5_k's fifth bit from its qh unit put in above them (16-bit shifts of
@@ -776,17 +667,126 @@ inline __m512i k4_values(const uint8_t* section, int c) {
   }
 }
 
+// Packed q4_k or q5_k (packed_weights.h) against x rounded to q8_K, the 16 rows of a group in the
+// 16 lanes (decode: G streams, one row of x). Per sub-block j, each row's exact integer dot product
+// with x, (w_j . x_j): the low nibbles (sub-block 2p) by 8 vpdpbusd, the high ones (2p + 1) by 8
+// more (q4_k: kept in place, 16 q, the sum shifted back down by 4: exact; q5_k: k4_values'); per
+// super-block the exact int32 sums sum_j sc_j * (w_j . x_j) (vpmulld) and sum_j m_j * (x's sum over
+// sub-block j) (vpdpwssd), then add_super_block's two f32 steps (packed_q4_k.h): the same as
+// packed_k4_batch and amx.cpp's tiles, so every kernel gives the same bits.
+template <DType T, int MR, int G>
+void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+  static_assert(T == DType::Q4_K || T == DType::Q5_K, "q4_k's factors");
+  using S = Avx512Dot;
+  constexpr int64_t kSection = T == DType::Q5_K ? kPackedQ5KSection : kPackedQ4KSection;
+  constexpr int64_t kQuants = T == DType::Q5_K ? kPackedQ5KQuants : kPackedQ4KQuants;
+  const int64_t supers = a.K / kQK_K;
+  __m512 acc[G][MR];
+  for (int g = 0; g < G; ++g) {
+    for (int m = 0; m < MR; ++m) acc[g][m] = _mm512_setzero_ps();
+  }
+  for (int64_t s = 0; s < supers; ++s) {
+    const int8_t* x[MR];
+    float x_scale[MR];
+    int32_t x_pair[MR][4];
+    for (int m = 0; m < MR; ++m) {
+      x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
+      x_scale[m] = a.xq_scale[(m0 + m) * supers + s];
+      const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
+      for (int k = 0; k < 4; ++k) x_pair[m][k] = packed_q4_k::x_sum_pair(bsum, k);
+    }
+    // Each group's factors first, then the sub-block pairs with the groups interleaved, so decode's
+    // streams advance together, 64 bytes at a time: a whole 2304-byte section per stream at a time
+    // read the weights about 10% slower from memory (bench_decode's q4_k shapes), in bursts the
+    // prefetchers fell behind; a pair's 512 bytes per stream at a time kept x's broadcasts for
+    // all of them in registers, and GCC spilled (q5_k 41-43 GB/s in L2, against 57 then).
+    alignas(64) int32_t scale[G][8][kPackedRows];     // sc
+    alignas(64) int32_t min_pair[G][4][kPackedRows];  // m of two sub-blocks, int16 each
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* section = group[g] + s * kSection;
+      if (G > 1 && a.prefetch) {
+        for (int64_t off = 0; off < kQuants; off += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(section + off + kPackedPrefetchBytes), _MM_HINT_T0);
+      }
+      const packed_q4_k::Scales sc = packed_q4_k::scales<S>(section);
+      auto factors = [&](auto J) {
+        constexpr int kJ = decltype(J)::value;
+        _mm512_store_si512(scale[g][kJ], packed_q4_k::ints<S, kJ>(sc.sc));
+        if constexpr (kJ < 4) _mm512_store_si512(min_pair[g][kJ], packed_q4_k::min_pair<S, kJ>(sc.m));
+      };
+      blocks::unroll<0, 8>(factors);
+    }
+    __m512i sum[G][MR];
+    for (int g = 0; g < G; ++g) {
+      for (int m = 0; m < MR; ++m) sum[g][m] = _mm512_setzero_si512();
+    }
+    auto pair = [&](auto P) {  // sub-blocks 2p (low nibbles) and 2p + 1 (high)
+      constexpr int kP = decltype(P)::value;
+      __m512i low[G][MR], high[G][MR];
+      for (int g = 0; g < G; ++g) {
+        for (int m = 0; m < MR; ++m) low[g][m] = high[g][m] = _mm512_setzero_si512();
+      }
+      // Each unit of x's against every group (decode: G streams, 2G chains), so x's broadcasts
+      // are made once and the chains stay in registers.
+      for (int c = 0; c < 8; ++c) {
+        __m512i x_low[MR], x_high[MR];
+        for (int m = 0; m < MR; ++m) {
+          x_low[m] = broadcast4(x[m] + 64 * kP + 4 * c);
+          x_high[m] = broadcast4(x[m] + 64 * kP + 32 + 4 * c);
+        }
+        for (int g = 0; g < G; ++g) {
+          const uint8_t* section = group[g] + s * kSection;
+          if (G > 1 && a.prefetch) {
+            _mm_prefetch(reinterpret_cast<const char*>(section + kQuants + (8 * kP + c) * 64 + kPackedPrefetchBytes),
+                         _MM_HINT_T0);
+          }
+          const __m512i w_low = k4_values<T, 2 * kP>(section, c);
+          const __m512i w_high = k4_values<T, 2 * kP + 1>(section, c);
+          for (int m = 0; m < MR; ++m) {
+            low[g][m] = _mm512_dpbusd_epi32(low[g][m], w_low, x_low[m]);
+            high[g][m] = _mm512_dpbusd_epi32(high[g][m], w_high, x_high[m]);
+          }
+        }
+      }
+      for (int g = 0; g < G; ++g) {
+        const __m512i sc_low = _mm512_load_si512(scale[g][2 * kP]);
+        const __m512i sc_high = _mm512_load_si512(scale[g][2 * kP + 1]);
+        for (int m = 0; m < MR; ++m) {
+          const __m512i high_dot = T == DType::Q5_K ? high[g][m] : _mm512_srai_epi32(high[g][m], 4);
+          sum[g][m] = _mm512_add_epi32(sum[g][m], _mm512_add_epi32(_mm512_mullo_epi32(low[g][m], sc_low),
+                                                                   _mm512_mullo_epi32(high_dot, sc_high)));
+        }
+      }
+    };
+    blocks::unroll<0, 4>(pair);
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* section = group[g] + s * kSection;
+      const __m512 d = packed_q4_k::d<S>(section);
+      const __m512 dmin_neg = packed_q4_k::dmin_neg<S>(section);
+      for (int m = 0; m < MR; ++m) {
+        __m512i mins = _mm512_setzero_si512();
+        for (int k = 0; k < 4; ++k)
+          mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(min_pair[g][k]), _mm512_set1_epi32(x_pair[m][k]));
+        acc[g][m] = packed_q4_k::add_super_block<S>(acc[g][m], sum[g][m], mins, d, dmin_neg, x_scale[m]);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0[g]) : _mm512_setzero_ps();
+    for (int m = 0; m < MR; ++m) {
+      _mm512_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g], _mm512_add_ps(acc[g][m], bias));
+    }
+  }
+}
+
 // A batch's MR rows of x (from m0) against G groups of packed q4_k or q5_k, a sub-block at a time:
 // per unit of each group, its values for the sub-block (k4_values) against every row's broadcast,
-// one chain per row and group, so each broadcast of x serves G groups (packed_k4_rows' pair of
-// chains per row, for batches four rows and one group at a time: q5_k 0.34-0.36 of the vnni_dot
-// peak at 512 rows, against 0.38-0.40 so; q4_k 0.41-0.45, against 0.44-0.46). Then the same f32
-// steps as packed_k4_rows and amx.cpp's tiles, sub-block after sub-block, so all three give the
-// same bits: acc = fma(f32(dot), (d * sc) * x's scale, acc), acc = fma(-(dmin * m), x's scale *
-// f32(x's sum over the sub-block), acc); the factors per super-block from packed_q4_k.h, kept on
-// the stack. Those f32 steps, four per 8 vpdpbusd, are the limit: exact int32 sums per super-block
-// instead (as q6_k's) ran q4_k at 0.46-0.47 and q5_k at 0.40-0.41 here, but amx's tiles would
-// have to take the same steps.
+// one chain per row and group, so each broadcast of x serves G groups. Then packed_k4_rows' exact
+// int32 sums per super-block and add_super_block's two f32 steps, so decode, batches and amx.cpp's
+// tiles give the same bits. At 512 rows (AMD Zen 5, of the vnni_dot peak): f32 steps per sub-block
+// as the tiles took them (four per 8 vpdpbusd) ran q4_k at 0.44-0.46 and q5_k at 0.38-0.40, the
+// int32 sums (a vpmulld and an add per sub-block) at 0.44-0.53 and 0.39-0.43; on a Sapphire Rapids
+// Xeon's avx512bf16 level q4_k 2.0x, q5_k 1.2x faster so.
 template <DType T, int MR, int G>
 void packed_k4_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   static_assert(T == DType::Q4_K || T == DType::Q5_K, "q4_k's factors");
@@ -800,27 +800,29 @@ void packed_k4_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gro
   for (int64_t s = 0; s < supers; ++s) {
     const int8_t* x[MR];
     float x_scale[MR];
-    alignas(64) float x_sum[8][MR];  // x's scale times the sum of its quants, per sub-block
+    int32_t x_pair[MR][4];
     for (int m = 0; m < MR; ++m) {
       x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
       x_scale[m] = a.xq_scale[(m0 + m) * supers + s];
       const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
-      for (int j = 0; j < 8; ++j) x_sum[j][m] = x_scale[m] * static_cast<float>(bsum[2 * j] + bsum[2 * j + 1]);
+      for (int k = 0; k < 4; ++k) x_pair[m][k] = packed_q4_k::x_sum_pair(bsum, k);
     }
     const uint8_t* section[G];
-    alignas(64) float scale[G][8][kPackedRows];  // d * sc
-    alignas(64) float min[G][8][kPackedRows];    // -(dmin * m)
+    alignas(64) int32_t scale[G][8][kPackedRows];     // sc
+    alignas(64) int32_t min_pair[G][4][kPackedRows];  // m of two sub-blocks, int16 each
     for (int g = 0; g < G; ++g) {
       section[g] = group[g] + s * kSection;
-      const __m512 d = packed_q4_k::d<S>(section[g]);
-      const __m512 dmin_neg = packed_q4_k::dmin_neg<S>(section[g]);
       const packed_q4_k::Scales sc = packed_q4_k::scales<S>(section[g]);
       auto factors = [&](auto J) {
         constexpr int kJ = decltype(J)::value;
-        _mm512_store_ps(scale[g][kJ], packed_q4_k::factor<S, kJ>(sc.sc, d));
-        _mm512_store_ps(min[g][kJ], packed_q4_k::factor<S, kJ>(sc.m, dmin_neg));
+        _mm512_store_si512(scale[g][kJ], packed_q4_k::ints<S, kJ>(sc.sc));
+        if constexpr (kJ < 4) _mm512_store_si512(min_pair[g][kJ], packed_q4_k::min_pair<S, kJ>(sc.m));
       };
       blocks::unroll<0, 8>(factors);
+    }
+    __m512i sum[G][MR];
+    for (int g = 0; g < G; ++g) {
+      for (int m = 0; m < MR; ++m) sum[g][m] = _mm512_setzero_si512();
     }
     auto sub_block = [&](auto J) {
       constexpr int kJ = decltype(J)::value;
@@ -837,17 +839,24 @@ void packed_k4_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gro
         }
       }
       for (int g = 0; g < G; ++g) {
-        const __m512 sc = _mm512_load_ps(scale[g][kJ]);
-        const __m512 mn = _mm512_load_ps(min[g][kJ]);
+        const __m512i sc = _mm512_load_si512(scale[g][kJ]);
         for (int m = 0; m < MR; ++m) {
           const __m512i exact = T == DType::Q4_K && kJ % 2 == 1 ? _mm512_srai_epi32(dot[g][m], 4) : dot[g][m];
-          const __m512 v =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(sc, _mm512_set1_ps(x_scale[m])), acc[g][m]);
-          acc[g][m] = _mm512_fmadd_ps(mn, _mm512_set1_ps(x_sum[kJ][m]), v);
+          sum[g][m] = _mm512_add_epi32(sum[g][m], _mm512_mullo_epi32(exact, sc));
         }
       }
     };
     blocks::unroll<0, 8>(sub_block);
+    for (int g = 0; g < G; ++g) {
+      const __m512 d = packed_q4_k::d<S>(section[g]);
+      const __m512 dmin_neg = packed_q4_k::dmin_neg<S>(section[g]);
+      for (int m = 0; m < MR; ++m) {
+        __m512i mins = _mm512_setzero_si512();
+        for (int k = 0; k < 4; ++k)
+          mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(min_pair[g][k]), _mm512_set1_epi32(x_pair[m][k]));
+        acc[g][m] = packed_q4_k::add_super_block<S>(acc[g][m], sum[g][m], mins, d, dmin_neg, x_scale[m]);
+      }
+    }
   }
   for (int g = 0; g < G; ++g) {
     const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0[g]) : _mm512_setzero_ps();

@@ -150,8 +150,8 @@ struct Isa {
   // multiples of 16. nullptr elsewhere: matmul.cpp unpacks the rows for `matmul`. Every level that
   // has it computes each output with the same operations in the same order (per block, the exact
   // integer dot product, then acc = fma(f32(dot), weight scale * x scale, acc) in increasing k,
-  // q4_k's and q5_k's per sub-block with its min after it, q6_k's sub-blocks summed exactly and one step per
-  // super-block, packed_weights.h; then acc + bias), so they agree
+  // the k-quants' sub-blocks summed exactly and one step per super-block (q4_k / q5_k: two, the sums
+  // and then the mins, packed_q4_k.h add_super_block), packed_weights.h; then acc + bias), so they agree
   // bit for bit, for every M (small_batch_rows does not apply). bf16 reaches it only with x rounded
   // to bf16 (a.xb: the levels with BF16 dot products), one vdpbf16ps lane per output
   // (avx512_bf16_packed.h); elsewhere matmul.cpp unpacks its rows.

@@ -56,4 +56,36 @@ inline __m512 factor(const __m512i (&bytes)[2], __m512 base) {
   return _mm512_mul_ps(base, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lane)));
 }
 
+// Sub-block J's 6-bit scales (Scales::sc) or mins (Scales::m) of the 16 rows as int32.
+template <class S, int J>
+inline __m512i ints(const __m512i (&bytes)[2]) {
+  return _mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(bytes[J / 4], J % 4));
+}
+
+// The 16 rows' mins of sub-blocks 2P and 2P + 1 as a pair of int16 per 32-bit lane (2P's low), for
+// vpdpwssd against x's sums of the two sub-blocks.
+template <class S, int P>
+inline __m512i min_pair(const __m512i (&m)[2]) {
+  return _mm512_or_si512(ints<S, 2 * P>(m), _mm512_slli_epi32(ints<S, 2 * P + 1>(m), 16));
+}
+
+// One super-block's step of an output accumulator, the same in every kernel of packed or stored q4_k
+// / q5_k (avx512_dot.cpp's loops, amx.cpp's tiles): from the exact int32 sums sum = sum_j sc_j *
+// (w_j . x_j) and mins = sum_j m_j * (x's sum over sub-block j),
+//   acc = fma(f32(sum), d * x's scale, acc), then acc = fma(f32(mins), -dmin * x's scale, acc).
+template <class S>
+inline __m512 add_super_block(__m512 acc, __m512i sum, __m512i mins, __m512 d, __m512 dmin_neg, float x_scale) {
+  const __m512 xs = _mm512_set1_ps(x_scale);
+  acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, xs), acc);
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(mins), _mm512_mul_ps(dmin_neg, xs), acc);
+}
+
+// x's sums over sub-blocks 2k and 2k + 1 (q8_K's bsum: the super-block's 16 sums of 16) as the
+// pair of int16 min_pair's lanes meet (each at most 32 * 128 in size).
+inline int32_t x_sum_pair(const int16_t* bsum, int k) {
+  const int32_t even = bsum[4 * k] + bsum[4 * k + 1];
+  const int32_t odd = bsum[4 * k + 2] + bsum[4 * k + 3];
+  return static_cast<int32_t>((static_cast<uint32_t>(even) & 0xFFFFu) | (static_cast<uint32_t>(odd) << 16));
+}
+
 }  // namespace ferry::kernels::cpu::packed_q4_k
