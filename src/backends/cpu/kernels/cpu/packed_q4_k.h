@@ -66,7 +66,8 @@ inline __m512i ints(const __m512i (&bytes)[2]) {
 // vpdpwssd against x's sums of the two sub-blocks.
 template <class S, int P>
 inline __m512i min_pair(const __m512i (&m)[2]) {
-  return _mm512_or_si512(ints<S, 2 * P>(m), _mm512_slli_epi32(ints<S, 2 * P + 1>(m), 16));
+  const __m512i odd = ints<S, 2 * P + 1>(m);  // not inside the shift: in debug builds it is a macro
+  return _mm512_or_si512(ints<S, 2 * P>(m), _mm512_slli_epi32(odd, 16));
 }
 
 // One super-block's step of an output accumulator, the same in every kernel of packed or stored q4_k
