@@ -667,6 +667,59 @@ inline __m512i k4_values(const uint8_t* section, int c) {
   }
 }
 
+// One super-block of MR rows of x (from m0) as packed_k4_rows and packed_k4_batch read it: each
+// row's quants, q8_K scale and sub-block sum pairs (packed_q4_k::x_sum_pair).
+template <int MR>
+struct K4Rows {
+  const int8_t* q[MR];
+  float scale[MR];
+  int32_t pair[MR][4];
+
+  K4Rows(const MatmulArgs& a, int64_t m0, int64_t s) {
+    const int64_t supers = a.K / kQK_K;
+    for (int m = 0; m < MR; ++m) {
+      q[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
+      scale[m] = a.xq_scale[(m0 + m) * supers + s];
+      const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
+      for (int k = 0; k < 4; ++k) pair[m][k] = packed_q4_k::x_sum_pair(bsum, k);
+    }
+  }
+};
+
+// A packed q4_k / q5_k section's 16 rows' scales sc_j as int32 and their mins as int16 pairs
+// (packed_q4_k::min_pair), decoded once per super-block and kept on the stack.
+struct K4Factors {
+  alignas(64) int32_t scale[8][kPackedRows];
+  alignas(64) int32_t min_pair[4][kPackedRows];
+
+  void load(const uint8_t* section) {
+    using S = Avx512Dot;
+    const packed_q4_k::Scales sc = packed_q4_k::scales<S>(section);
+    auto store = [&](auto J) {
+      constexpr int kJ = decltype(J)::value;
+      _mm512_store_si512(scale[kJ], packed_q4_k::ints<S, kJ>(sc.sc));
+      if constexpr (kJ < 4) _mm512_store_si512(min_pair[kJ], packed_q4_k::min_pair<S, kJ>(sc.m));
+    };
+    blocks::unroll<0, 8>(store);
+  }
+};
+
+// The end of a super-block for one group: per row of x, the mins' int32 sum (vpdpwssd) and
+// add_super_block's two f32 steps from the scaled sums.
+template <int MR>
+inline void k4_finish(const uint8_t* section, const K4Factors& f, const K4Rows<MR>& x, const __m512i (&sum)[MR],
+                      __m512 (&acc)[MR]) {
+  using S = Avx512Dot;
+  const __m512 d = packed_q4_k::d<S>(section);
+  const __m512 dmin_neg = packed_q4_k::dmin_neg<S>(section);
+  for (int m = 0; m < MR; ++m) {
+    __m512i mins = _mm512_setzero_si512();
+    for (int k = 0; k < 4; ++k)
+      mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(f.min_pair[k]), _mm512_set1_epi32(x.pair[m][k]));
+    acc[m] = packed_q4_k::add_super_block<S>(acc[m], sum[m], mins, d, dmin_neg, x.scale[m]);
+  }
+}
+
 // Packed q4_k or q5_k (packed_weights.h) against x rounded to q8_K, the 16 rows of a group in the
 // 16 lanes (decode: G streams, one row of x). Per sub-block j, each row's exact integer dot product
 // with x, (w_j . x_j): the low nibbles (sub-block 2p) by 8 vpdpbusd, the high ones (2p + 1) by 8
@@ -677,7 +730,6 @@ inline __m512i k4_values(const uint8_t* section, int c) {
 template <DType T, int MR, int G>
 void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   static_assert(T == DType::Q4_K || T == DType::Q5_K, "q4_k's factors");
-  using S = Avx512Dot;
   constexpr int64_t kSection = T == DType::Q5_K ? kPackedQ5KSection : kPackedQ4KSection;
   constexpr int64_t kQuants = T == DType::Q5_K ? kPackedQ5KQuants : kPackedQ4KQuants;
   const int64_t supers = a.K / kQK_K;
@@ -686,36 +738,22 @@ void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&grou
     for (int m = 0; m < MR; ++m) acc[g][m] = _mm512_setzero_ps();
   }
   for (int64_t s = 0; s < supers; ++s) {
-    const int8_t* x[MR];
-    float x_scale[MR];
-    int32_t x_pair[MR][4];
-    for (int m = 0; m < MR; ++m) {
-      x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
-      x_scale[m] = a.xq_scale[(m0 + m) * supers + s];
-      const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
-      for (int k = 0; k < 4; ++k) x_pair[m][k] = packed_q4_k::x_sum_pair(bsum, k);
-    }
+    const K4Rows<MR> x(a, m0, s);
     // Each group's factors first, then the sub-block pairs with the groups interleaved, so decode's
     // streams advance together, 64 bytes at a time: a whole 2304-byte section per stream at a time
     // read the weights about 10% slower from memory (bench_decode's q4_k shapes), in bursts the
     // prefetchers fell behind; a pair's 512 bytes per stream at a time kept x's broadcasts for
     // all of them in registers, and GCC spilled (q5_k 41-43 GB/s in L2, against 57 then).
-    alignas(64) int32_t scale[G][8][kPackedRows];     // sc
-    alignas(64) int32_t min_pair[G][4][kPackedRows];  // m of two sub-blocks, int16 each
+    const uint8_t* section[G];
     for (int g = 0; g < G; ++g) {
-      const uint8_t* section = group[g] + s * kSection;
+      section[g] = group[g] + s * kSection;
       if (G > 1 && a.prefetch) {
         for (int64_t off = 0; off < kQuants; off += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(section + off + kPackedPrefetchBytes), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(section[g] + off + kPackedPrefetchBytes), _MM_HINT_T0);
       }
-      const packed_q4_k::Scales sc = packed_q4_k::scales<S>(section);
-      auto factors = [&](auto J) {
-        constexpr int kJ = decltype(J)::value;
-        _mm512_store_si512(scale[g][kJ], packed_q4_k::ints<S, kJ>(sc.sc));
-        if constexpr (kJ < 4) _mm512_store_si512(min_pair[g][kJ], packed_q4_k::min_pair<S, kJ>(sc.m));
-      };
-      blocks::unroll<0, 8>(factors);
     }
+    K4Factors f[G];
+    for (int g = 0; g < G; ++g) f[g].load(section[g]);
     __m512i sum[G][MR];
     for (int g = 0; g < G; ++g) {
       for (int m = 0; m < MR; ++m) sum[g][m] = _mm512_setzero_si512();
@@ -731,17 +769,16 @@ void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&grou
       for (int c = 0; c < 8; ++c) {
         __m512i x_low[MR], x_high[MR];
         for (int m = 0; m < MR; ++m) {
-          x_low[m] = broadcast4(x[m] + 64 * kP + 4 * c);
-          x_high[m] = broadcast4(x[m] + 64 * kP + 32 + 4 * c);
+          x_low[m] = broadcast4(x.q[m] + 64 * kP + 4 * c);
+          x_high[m] = broadcast4(x.q[m] + 64 * kP + 32 + 4 * c);
         }
         for (int g = 0; g < G; ++g) {
-          const uint8_t* section = group[g] + s * kSection;
           if (G > 1 && a.prefetch) {
-            _mm_prefetch(reinterpret_cast<const char*>(section + kQuants + (8 * kP + c) * 64 + kPackedPrefetchBytes),
+            _mm_prefetch(reinterpret_cast<const char*>(section[g] + kQuants + (8 * kP + c) * 64 + kPackedPrefetchBytes),
                          _MM_HINT_T0);
           }
-          const __m512i w_low = k4_values<T, 2 * kP>(section, c);
-          const __m512i w_high = k4_values<T, 2 * kP + 1>(section, c);
+          const __m512i w_low = k4_values<T, 2 * kP>(section[g], c);
+          const __m512i w_high = k4_values<T, 2 * kP + 1>(section[g], c);
           for (int m = 0; m < MR; ++m) {
             low[g][m] = _mm512_dpbusd_epi32(low[g][m], w_low, x_low[m]);
             high[g][m] = _mm512_dpbusd_epi32(high[g][m], w_high, x_high[m]);
@@ -749,8 +786,8 @@ void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&grou
         }
       }
       for (int g = 0; g < G; ++g) {
-        const __m512i sc_low = _mm512_load_si512(scale[g][2 * kP]);
-        const __m512i sc_high = _mm512_load_si512(scale[g][2 * kP + 1]);
+        const __m512i sc_low = _mm512_load_si512(f[g].scale[2 * kP]);
+        const __m512i sc_high = _mm512_load_si512(f[g].scale[2 * kP + 1]);
         for (int m = 0; m < MR; ++m) {
           const __m512i high_dot = T == DType::Q5_K ? high[g][m] : _mm512_srai_epi32(high[g][m], 4);
           sum[g][m] = _mm512_add_epi32(sum[g][m], _mm512_add_epi32(_mm512_mullo_epi32(low[g][m], sc_low),
@@ -759,17 +796,7 @@ void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&grou
       }
     };
     blocks::unroll<0, 4>(pair);
-    for (int g = 0; g < G; ++g) {
-      const uint8_t* section = group[g] + s * kSection;
-      const __m512 d = packed_q4_k::d<S>(section);
-      const __m512 dmin_neg = packed_q4_k::dmin_neg<S>(section);
-      for (int m = 0; m < MR; ++m) {
-        __m512i mins = _mm512_setzero_si512();
-        for (int k = 0; k < 4; ++k)
-          mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(min_pair[g][k]), _mm512_set1_epi32(x_pair[m][k]));
-        acc[g][m] = packed_q4_k::add_super_block<S>(acc[g][m], sum[g][m], mins, d, dmin_neg, x_scale[m]);
-      }
-    }
+    for (int g = 0; g < G; ++g) k4_finish(section[g], f[g], x, sum[g], acc[g]);
   }
   for (int g = 0; g < G; ++g) {
     const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0[g]) : _mm512_setzero_ps();
@@ -790,7 +817,6 @@ void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&grou
 template <DType T, int MR, int G>
 void packed_k4_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   static_assert(T == DType::Q4_K || T == DType::Q5_K, "q4_k's factors");
-  using S = Avx512Dot;
   constexpr int64_t kSection = T == DType::Q5_K ? kPackedQ5KSection : kPackedQ4KSection;
   const int64_t supers = a.K / kQK_K;
   __m512 acc[G][MR];
@@ -798,27 +824,12 @@ void packed_k4_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gro
     for (int m = 0; m < MR; ++m) acc[g][m] = _mm512_setzero_ps();
   }
   for (int64_t s = 0; s < supers; ++s) {
-    const int8_t* x[MR];
-    float x_scale[MR];
-    int32_t x_pair[MR][4];
-    for (int m = 0; m < MR; ++m) {
-      x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
-      x_scale[m] = a.xq_scale[(m0 + m) * supers + s];
-      const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
-      for (int k = 0; k < 4; ++k) x_pair[m][k] = packed_q4_k::x_sum_pair(bsum, k);
-    }
+    const K4Rows<MR> x(a, m0, s);
     const uint8_t* section[G];
-    alignas(64) int32_t scale[G][8][kPackedRows];     // sc
-    alignas(64) int32_t min_pair[G][4][kPackedRows];  // m of two sub-blocks, int16 each
+    K4Factors f[G];
     for (int g = 0; g < G; ++g) {
       section[g] = group[g] + s * kSection;
-      const packed_q4_k::Scales sc = packed_q4_k::scales<S>(section[g]);
-      auto factors = [&](auto J) {
-        constexpr int kJ = decltype(J)::value;
-        _mm512_store_si512(scale[g][kJ], packed_q4_k::ints<S, kJ>(sc.sc));
-        if constexpr (kJ < 4) _mm512_store_si512(min_pair[g][kJ], packed_q4_k::min_pair<S, kJ>(sc.m));
-      };
-      blocks::unroll<0, 8>(factors);
+      f[g].load(section[g]);
     }
     __m512i sum[G][MR];
     for (int g = 0; g < G; ++g) {
@@ -834,12 +845,12 @@ void packed_k4_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gro
         __m512i w[G];
         for (int g = 0; g < G; ++g) w[g] = k4_values<T, kJ>(section[g], c);
         for (int m = 0; m < MR; ++m) {
-          const __m512i xv = broadcast4(x[m] + 32 * kJ + 4 * c);
+          const __m512i xv = broadcast4(x.q[m] + 32 * kJ + 4 * c);
           for (int g = 0; g < G; ++g) dot[g][m] = _mm512_dpbusd_epi32(dot[g][m], w[g], xv);
         }
       }
       for (int g = 0; g < G; ++g) {
-        const __m512i sc = _mm512_load_si512(scale[g][kJ]);
+        const __m512i sc = _mm512_load_si512(f[g].scale[kJ]);
         for (int m = 0; m < MR; ++m) {
           const __m512i exact = T == DType::Q4_K && kJ % 2 == 1 ? _mm512_srai_epi32(dot[g][m], 4) : dot[g][m];
           sum[g][m] = _mm512_add_epi32(sum[g][m], _mm512_mullo_epi32(exact, sc));
@@ -847,16 +858,7 @@ void packed_k4_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gro
       }
     };
     blocks::unroll<0, 8>(sub_block);
-    for (int g = 0; g < G; ++g) {
-      const __m512 d = packed_q4_k::d<S>(section[g]);
-      const __m512 dmin_neg = packed_q4_k::dmin_neg<S>(section[g]);
-      for (int m = 0; m < MR; ++m) {
-        __m512i mins = _mm512_setzero_si512();
-        for (int k = 0; k < 4; ++k)
-          mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(min_pair[g][k]), _mm512_set1_epi32(x_pair[m][k]));
-        acc[g][m] = packed_q4_k::add_super_block<S>(acc[g][m], sum[g][m], mins, d, dmin_neg, x_scale[m]);
-      }
-    }
+    for (int g = 0; g < G; ++g) k4_finish(section[g], f[g], x, sum[g], acc[g]);
   }
   for (int g = 0; g < G; ++g) {
     const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0[g]) : _mm512_setzero_ps();
