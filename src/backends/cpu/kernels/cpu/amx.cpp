@@ -573,22 +573,29 @@ void group_tiles(const MatmulArgs& a, const XFactors& xf, int64_t t0, int64_t t1
   }
 }
 
-// The weights of [n_begin, n_end) a group of 16 rows at a time, each group unpacked once
-// (weight_tiles) for all of a group of x's tiles.
-template <bool kMins, class Unpack>
-void block_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end, Unpack&& weight_tiles) {
+// for_group(t0, t1, n0, count): x's tiles [t0, t1) against the 16 weight rows from n0 (count of
+// them real), x's tiles in parts of about 1 MiB of quants (tiles_per_group), each part against
+// every group of [n_begin, n_end), in the blocks' tile configuration.
+template <class ForGroup>
+void each_block_group(const MatmulArgs& a, int64_t n_begin, int64_t n_end, ForGroup&& for_group) {
   configure_tiles(kBlockTiles);
-  const XFactors xf = x_factors(a);
   const int64_t m_tiles = (a.M + kTile - 1) / kTile;
   const int64_t group = tiles_per_group(kTile * x_row_bytes(a.K));
   for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
     const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
-    for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
-      const WeightTiles w = weight_tiles(n0);
-      group_tiles<kMins>(a, xf, t0, t1, n0, n_end - n0 < kTile ? n_end - n0 : kTile, w);
-    }
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) for_group(t0, t1, n0, n_end - n0 < kTile ? n_end - n0 : kTile);
   }
   _tile_release();  // an idle thread with tiles in use would have their 8 KiB saved at every switch
+}
+
+// The weights of [n_begin, n_end) a group of 16 rows at a time, each group unpacked once
+// (weight_tiles) for all of a group of x's tiles.
+template <bool kMins, class Unpack>
+void block_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end, Unpack&& weight_tiles) {
+  const XFactors xf = x_factors(a);
+  each_block_group(a, n_begin, n_end, [&](int64_t t0, int64_t t1, int64_t n0, int64_t count) {
+    group_tiles<kMins>(a, xf, t0, t1, n0, count, weight_tiles(n0));
+  });
 }
 
 // ---- q4_k and q5_k in chunks of 32 with int32 sums per super-block (k4_chunks) -----------------
@@ -682,17 +689,9 @@ void k4_group_tiles(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n0, int
 // for a group of x's tiles, as block_tiles.
 template <class Unpack>
 void k4_block_tiles(const MatmulArgs& a, int64_t n_begin, int64_t n_end, const K4Factors& f, Unpack&& weight_tiles) {
-  configure_tiles(kBlockTiles);
-  const int64_t m_tiles = (a.M + kTile - 1) / kTile;
-  const int64_t group = tiles_per_group(kTile * x_row_bytes(a.K));
-  for (int64_t t0 = 0; t0 < m_tiles; t0 += group) {
-    const int64_t t1 = t0 + group < m_tiles ? t0 + group : m_tiles;
-    for (int64_t n0 = n_begin; n0 < n_end; n0 += kTile) {
-      const uint8_t* tiles = weight_tiles(n0);
-      k4_group_tiles(a, t0, t1, n0, n_end - n0 < kTile ? n_end - n0 : kTile, tiles, f);
-    }
-  }
-  _tile_release();
+  each_block_group(a, n_begin, n_end, [&](int64_t t0, int64_t t1, int64_t n0, int64_t count) {
+    k4_group_tiles(a, t0, t1, n0, count, weight_tiles(n0), f);
+  });
 }
 
 // q4_k / q5_k rows as stored: sixteen rows from n0 (zero past n_end) decoded to signed bytes, [16][K],
