@@ -813,7 +813,7 @@ void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&grou
 // tiles give the same bits. At 512 rows (AMD Zen 5, of the vnni_dot peak): f32 steps per sub-block
 // as the tiles took them (four per 8 vpdpbusd) ran q4_k at 0.44-0.46 and q5_k at 0.38-0.40, the
 // int32 sums (a vpmulld and an add per sub-block) at 0.44-0.53 and 0.39-0.43; on a Sapphire Rapids
-// Xeon's avx512bf16 level q4_k 2.0x, q5_k 1.2x faster so.
+// Xeon's avx512bf16 level (one run each) q4_k 2.0x, q5_k 1.2x faster so.
 template <DType T, int MR, int G>
 void packed_k4_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   static_assert(T == DType::Q4_K || T == DType::Q5_K, "q4_k's factors");
