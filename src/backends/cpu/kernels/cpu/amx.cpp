@@ -4,7 +4,7 @@
 // Rapids and later) wherever x has more than a few rows.
 //
 // Block types, x's quants copied per call with rows a cache line apart (pack_x). Blocks of 32
-// (and q4_k, q5_k, iq4_xs in chunks of 32: k4_chunks, super_as_chunks): per block one tdpbssd takes 16 rows of
+// (and q4_k, q5_k, iq4_xs in chunks of 32: k4_tiles, super_as_chunks): per block one tdpbssd takes 16 rows of
 // x (tile 2 or 3) against 16 weight rows (tile 4 or 5: their quants as signed bytes in the order
 // tdpbssd wants B, 4 bytes of each row per 64: a packed q8_0 group as stored, every other type
 // unpacked once per call and group) and leaves the exact block dot products in tile 0 or 1. Two
@@ -49,9 +49,10 @@ enum class Scratch { WeightRows, WeightTiles, WeightFactors, PaddedFirst, Padded
 }
 
 // The types this level repacks (Isa::repacks): those with packed tiles. iq4_nl, q5_k, q6_k and
-// bf16 stay as stored, their prompts going to the tiles as rows (unpacked_tiles, super_tiles,
-// bf16_tiles), which the packed layouts' vector loops would not match; a packed one (packed at
-// another level) takes those loops at every batch.
+// bf16 stay as stored, their prompts going to the tiles as rows (unpacked_tiles, k4_tiles,
+// super_tiles, bf16_tiles); a packed one (packed at another level) takes the vector loops at
+// every batch. q5_k's tiles as stored give the packed vector loops' bits (k4_group_tiles), so
+// packed q5_k tiles (q4_k's, with its fifth bits) would need no other change.
 [[maybe_unused]] bool amx_repacks(DType type) {
   return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K;
 }
@@ -121,17 +122,11 @@ int64_t tiles_per_group(int64_t tile_bytes) {
 // The super-block types the tiles take in chunks of 32 as the blocks of 32 (a tdpbssd and a scaling
 // of its sums per chunk), not in planes per super-block (super_tiles): those whose sc * q takes
 // two planes and whose sub-blocks are 32 long. Measured at K = 4096, 512 rows of x (BM_Prefill):
-// q4_k and q5_k ran 1.4-1.7x faster in chunks than in planes (now k4_chunks), iq4_xs 1.2x; q2_k
+// q4_k and q5_k ran 1.4-1.7x faster in chunks than in planes (now k4_tiles'), iq4_xs 1.2x; q2_k
 // and q3_k 1.3-1.5x faster in planes than in chunks of 16, q6_k level (planes spare it a loop of
 // 16-element chunks).
 constexpr bool super_as_chunks(DType t) {
   return t == DType::IQ4_XS;
-}
-
-// q4_k and q5_k: chunks of 32 as well, but each chunk's sums scaled in int32 (k4_group_tiles), so
-// the tiles give the bits of the vector loops for packed q4_k / q5_k (avx512_dot.cpp).
-constexpr bool k4_chunks(DType t) {
-  return t == DType::Q4_K || t == DType::Q5_K;
 }
 
 // The bytes of one block of T (a compile-time constant in the unpackers' loops).
@@ -187,7 +182,7 @@ struct XFactorRows {
 };
 XFactorRows x_factor_rows(const MatmulArgs& a) {
   switch (activation_quant(a.w_type)) {
-    case ActivationQuant::Q8_K:  // the chunk types' per 32 (pack_x), the planes' per 256
+    case ActivationQuant::Q8_K:  // iq4_xs's chunks per 32 (pack_x), the rest per 256
       if (super_as_chunks(a.w_type)) return {a.K / 32, 0};
       return {a.K / kQK_K, 0};
     case ActivationQuant::Q8_1:
@@ -210,7 +205,7 @@ void packed_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
   if (takes_vector_loops(a)) return avx512_bf16_isa()->packed_x_size(a, bytes, scales);
   // Small calls on weights as stored: avx512bf16's matmul, on x in rows.
   if (a.call_rows <= kMaxVectorRows) return;
-  if (has_tiles(a.w_type)) {  // x's rows x_row_bytes apart, zero past M; the sums for q8_K's mins
+  if (has_tiles(a.w_type)) {  // x's rows x_row_bytes apart, zero past M; q8_1's sums for the mins
     *bytes = static_cast<size_t>(m_tiles * kTile * x_row_bytes(a.K));
     const XFactorRows rows = x_factor_rows(a);
     *scales = static_cast<size_t>(m_tiles * kTile * (rows.scales + rows.sums));
@@ -415,7 +410,8 @@ void decode_super_block(const MatmulArgs& a, const uint8_t* block, SuperBlock& o
 }
 
 // Sixteen iq4_xs rows from n0 (zero past n_end) as chunks of 32 (super_as_chunks):
-// the quants, [16][K], and per chunk c the factors scales[c][16] = d * sc, mins[c][16] = -dmin * m.
+// the quants, [16][K], and per chunk c the factors scales[c][16] = d * sc (mins[c][16] = -dmin * m:
+// zero for iq4_xs, which has none).
 template <DType T>
 void unpack_super_chunks(const MatmulArgs& a, int64_t n0, int64_t n_end, int8_t* rows, float* scales, float* mins) {
   const int64_t supers = a.K / kQK_K;
@@ -483,7 +479,7 @@ void rows_to_tiles(const int8_t* rows, int64_t K, uint8_t* tiles) {
 // One group of 16 weight rows as the tiles take it: per sub-block s the B tile at tiles + s *
 // tile_step, and the rows' factors, [s][16]: the dot product of a weight row with x's quants is
 // the sum over s of scales[s] * x's scale * dot_s + mins[s] * x's scaled sum of sub-block s (q8_1's
-// s, or q8_K's scale times the sub-block's quant sum): q4_1 / q5_1's m, the k-quants' -dmin * m.
+// s): q4_1 / q5_1's m.
 // mins nullptr: a type without.
 struct WeightTiles {
   const uint8_t* tiles = nullptr;
@@ -661,7 +657,7 @@ void k4_group_tiles(const MatmulArgs& a, int64_t t0, int64_t t1, int64_t n0, int
           const int16_t* bsum = a.xq_bsum + (t * kTile + i) * (a.K / 16) + s * 16;
           for (int k = 0; k < 4; ++k) {
             mins = _mm512_dpwssd_epi32(mins, _mm512_loadu_si512(f.min_pair + (s * 4 + k) * kTile),
-                                       _mm512_set1_epi32(packed_q4_k::x_sum_pair(bsum, k)));
+                                       _mm512_set1_epi32(packed_q4_k::x_sum_pair<S>(bsum, k)));
           }
         }
         acc[i] = packed_q4_k::add_super_block<S>(acc[i], _mm512_load_si512(total[i]), mins, d, dmin_neg,

@@ -681,7 +681,7 @@ struct K4Rows {
       q[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
       scale[m] = a.xq_scale[(m0 + m) * supers + s];
       const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
-      for (int k = 0; k < 4; ++k) pair[m][k] = packed_q4_k::x_sum_pair(bsum, k);
+      for (int k = 0; k < 4; ++k) pair[m][k] = packed_q4_k::x_sum_pair<Avx512Dot>(bsum, k);
     }
   }
 };

@@ -1,6 +1,6 @@
 // A packed q4_k section (packed_weights.h: one super-block of a group's 16 rows) in AVX-512
 // registers, the rows in the 16 lanes: the pieces the packed vector loops (avx512_dot.cpp) and the
-// AMX tiles (amx.cpp) share, so both see each sub-block's factors as the same f32 values. Include
+// AMX tiles (amx.cpp) share, so both take the same factors and the same f32 steps. Include
 // only from inside a target region with AVX-512 F/BW; templates on the ISA's traits type S, so
 // each file gets its own instantiation compiled for its instruction set.
 #pragma once
@@ -47,15 +47,6 @@ inline __m512 dmin_neg(const uint8_t* section) {
   return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(dmin), _mm512_set1_epi32(INT32_MIN)));
 }
 
-// Sub-block J's factor of the 16 rows: base * its 6-bit value (bytes: Scales::sc or m), exact
-// (an f16 times at most 63). With d, the scale its dot products take (d * sc); with -dmin, its
-// min (-(dmin * m)).
-template <class S, int J>
-inline __m512 factor(const __m512i (&bytes)[2], __m512 base) {
-  const __m128i lane = _mm512_extracti32x4_epi32(bytes[J / 4], J % 4);
-  return _mm512_mul_ps(base, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(lane)));
-}
-
 // Sub-block J's 6-bit scales (Scales::sc) or mins (Scales::m) of the 16 rows as int32.
 template <class S, int J>
 inline __m512i ints(const __m512i (&bytes)[2]) {
@@ -83,6 +74,7 @@ inline __m512 add_super_block(__m512 acc, __m512i sum, __m512i mins, __m512 d, _
 
 // x's sums over sub-blocks 2k and 2k + 1 (q8_K's bsum: the super-block's 16 sums of 16) as the
 // pair of int16 min_pair's lanes meet (each at most 32 * 128 in size).
+template <class S>
 inline int32_t x_sum_pair(const int16_t* bsum, int k) {
   const int32_t even = bsum[4 * k] + bsum[4 * k + 1];
   const int32_t odd = bsum[4 * k + 2] + bsum[4 * k + 3];
