@@ -368,10 +368,11 @@ TEST(PackedWeights, Bf16CallsTakeThePackedKernelsWhereXIsRoundedToBf16) {
   if (checked == 0) GTEST_SKIP() << "no level with BF16 dot products and packed kernels on this CPU";
 }
 
-TEST(PackedWeights, Q4KTilesGiveTheBitsOfTheRowsAsStored) {
-  // amx: q4_k's tiles take chunks of 32 from either layout with the same operations (int32 sums per
-  // super-block, then two f32 steps), so the packed weight's batch (and, through the bit-identity
-  // above, its vector loops) gives the bits of the rows as stored. 21 rows of x: a partial tile; 3 super-blocks, 48
+TEST(PackedWeights, Q4KAndQ5KTilesGiveTheBitsOfThePackedWeights) {
+  // amx: q4_k's and q5_k's tiles on the rows as stored take the packed kernels' operations (int32
+  // sums per super-block, then two f32 steps), so a batch gives the same bits as against the packed
+  // copy (q4_k: amx's packed tiles; q5_k: the vector loops, amx having no packed q5_k tiles; through
+  // the bit-identity above, every packed level's). 21 rows of x: a partial tile; 3 super-blocks, 48
   // rows over 2 threads.
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
@@ -381,9 +382,11 @@ TEST(PackedWeights, Q4KTilesGiveTheBitsOfTheRowsAsStored) {
   kernels::set_simd_level("amx");
   const int64_t M = 21, K = 768, N = 48;
   const Tensor x = f32_tensor(Shape{M, K}, random_floats(static_cast<size_t>(M * K), 61), "x");
-  const Tensor w = random_weight(DType::Q4_K, N, K, 62);
   const Tensor bias = f32_tensor(Shape{N}, random_floats(static_cast<size_t>(N), 63), "bias");
-  EXPECT_EQ(run_matmul(x, packed_copy(w), 2, &bias), run_matmul(x, w, 2, &bias));
+  for (DType dtype : {DType::Q4_K, DType::Q5_K}) {
+    const Tensor w = random_weight(dtype, N, K, 62);
+    EXPECT_EQ(run_matmul(x, packed_copy(w), 2, &bias), run_matmul(x, w, 2, &bias)) << dtype_name(dtype);
+  }
 }
 
 TEST(PackedWeights, WhichWeightsArePacked) {
