@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "backends/cpu/kernels/cpu/isa.h"
@@ -19,8 +20,8 @@ using namespace ferry::test;
 
 namespace {
 
-constexpr DType kPackable[] = {DType::Q8_0, DType::Q4_0, DType::IQ4_NL, DType::Q4_K,
-                               DType::Q5_K, DType::Q6_K, DType::BF16};
+constexpr DType kPackable[] = {DType::Q8_0,   DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                               DType::IQ4_NL, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::BF16};
 
 bool is_super_block_type(DType dtype) {
   return dtype == DType::Q4_K || dtype == DType::Q5_K || dtype == DType::Q6_K;
@@ -33,8 +34,28 @@ int64_t packable_k(DType dtype, int64_t blocks_of_32) {
   return is_super_block_type(dtype) ? (blocks_of_32 + 7) / 8 * 256 : blocks_of_32 * 32;
 }
 
+bool has_fifth_bits(DType dtype) {
+  return dtype == DType::Q5_0 || dtype == DType::Q5_1;
+}
+bool has_block_mins(DType dtype) {
+  return dtype == DType::Q4_1 || dtype == DType::Q5_1;
+}
+
+// The blocks of 32 as stored: d, q4_1 / q5_1's m, q5_0 / q5_1's 4 bytes of fifth bits, the quants.
+int64_t block_bytes(DType dtype) {
+  return 2 + (has_block_mins(dtype) ? 2 : 0) + (has_fifth_bits(dtype) ? 4 : 0) + (dtype == DType::Q8_0 ? 32 : 16);
+}
+// Where block b's quants start in a packed group of the blocks of 32 (q5: its unit of fifth bits).
+size_t packed_block_quants(DType dtype, int64_t K, int64_t b) {
+  const int64_t blocks = K / 32, units = dtype == DType::Q8_0 ? 8 : 4;
+  return static_cast<size_t>(blocks * 16 * (has_block_mins(dtype) ? 4 : 2) +
+                             b * 64 * (units + (has_fifth_bits(dtype) ? 1 : 0)));
+}
+constexpr size_t kMovedBitByBit = SIZE_MAX;
+
 // Where byte i of row r's standard row sits in its packed 16-row group (packed_weights.h),
-// written from the layout's description: the types whose bytes are only reordered.
+// written from the layout's description: the types whose bytes are only reordered, and q5_0 /
+// q5_1's bytes but their fifth bits (kMovedBitByBit: expect_fifth_bits_in_their_unit checks those).
 size_t packed_position(DType dtype, int64_t K, int64_t r, int64_t i) {
   if (dtype == DType::BF16) return static_cast<size_t>((i / 4 * 16 + r) * 4 + i % 4);  // element pairs
   if (dtype == DType::Q5_K) {  // d, dmin, scale planes as q4_k; qh units at 256, qs units at 768
@@ -59,11 +80,39 @@ size_t packed_position(DType dtype, int64_t K, int64_t r, int64_t i) {
     const int64_t q = byte - 16;                                               // qs[q]: unit q / 4
     return at + static_cast<size_t>(256 + ((q / 4) * 16 + r) * 4 + q % 4);
   }
-  const int64_t blocks = K / 32, quant_bytes = dtype == DType::Q8_0 ? 32 : 16;
-  const int64_t b = i / (2 + quant_bytes), in_block = i % (2 + quant_bytes);
+  // The blocks of 32: d [block][row], q4_1 / q5_1's m [block][row] after all d, then per block
+  // (q5: after its unit of fifth bits) 4-byte units [unit][row] of the row's quant bytes in order.
+  const int64_t blocks = K / 32;
+  const int64_t b = i / block_bytes(dtype), in_block = i % block_bytes(dtype);
   if (in_block < 2) return static_cast<size_t>((b * 16 + r) * 2 + in_block);
-  const int64_t unit = (b * quant_bytes + in_block - 2) / 4;
-  return static_cast<size_t>(blocks * 32 + (unit * 16 + r) * 4 + (in_block - 2) % 4);
+  int64_t quants_from = 2;
+  if (has_block_mins(dtype)) {
+    if (in_block < 4) return static_cast<size_t>(blocks * 32 + (b * 16 + r) * 2 + in_block - 2);
+    quants_from = 4;
+  }
+  if (has_fifth_bits(dtype)) {
+    if (in_block < quants_from + 4) return kMovedBitByBit;
+    quants_from += 4;
+  }
+  const int64_t q = in_block - quants_from;
+  return packed_block_quants(dtype, K, b) + (has_fifth_bits(dtype) ? 64 : 0) +
+         static_cast<size_t>((q / 4 * 16 + r) * 4 + q % 4);
+}
+
+// q5_0 / q5_1: row r's fifth bit of element j of block b (bit j of the stored 32) is bit 2c + h of
+// byte i of row r's four in its block's first unit, j = 4c + i + 16h (the element in byte i of
+// unit c, low or high nibble).
+void expect_fifth_bits_in_their_unit(DType dtype, int64_t K, int64_t r, const uint8_t* row, const uint8_t* group) {
+  const int64_t fifth_at = has_block_mins(dtype) ? 4 : 2;
+  for (int64_t b = 0; b < K / 32; ++b) {
+    const uint8_t* stored = row + b * block_bytes(dtype) + fifth_at;
+    const uint8_t* unit = group + packed_block_quants(dtype, K, b);
+    for (int64_t j = 0; j < 32; ++j) {
+      const int64_t c = j % 16 / 4, i = j % 4, h = j / 16;
+      ASSERT_EQ(stored[j / 8] >> (j % 8) & 1, unit[r * 4 + i] >> (2 * c + h) & 1)
+          << dtype_name(dtype) << " row " << r << " block " << b << " element " << j;
+    }
+  }
 }
 
 // Row r's q6_k super-block (BlockQ6_K: ql[128] at 0, qh[64] at 128, scales[16] at 192, d at 208)
@@ -146,7 +195,8 @@ RefRounded rounded_x(DType dtype, const std::vector<float>& row) {
 
 TEST(PackedWeights, LayoutIsTheSpecifiedOneAndUnpacksToTheSameRows) {
   // packed_weights.h: q8_0 / q4_0 / iq4_nl per 16-row group scales [block][row] as f16, then 4-byte units
-  // [unit][row] of the rows' quant bytes in order; q4_k per super-block d, dmin, 12 scale planes
+  // [unit][row] of the rows' quant bytes in order (q4_1, q5_1: their mins after the scales; q5_0, q5_1: each
+  // block's fifth bits in a unit before its units); q4_k per super-block d, dmin, 12 scale planes
   // and qs units (q5_k: its qh units between); q6_k per super-block d, 16 scale planes and 4 quads of units of 6-bit
   // values with a fourth's bits above them; bf16 units [pair][row] of two elements.
   for (DType dtype : kPackable) {
@@ -170,8 +220,10 @@ TEST(PackedWeights, LayoutIsTheSpecifiedOneAndUnpacksToTheSameRows) {
     for (int64_t n = 0; n < N && dtype != DType::Q6_K; ++n) {
       const auto* row = static_cast<const uint8_t*>(w.row(n));
       const auto* group = packed + static_cast<size_t>(n / 16) * 16 * row_bytes;
+      if (has_fifth_bits(dtype)) expect_fifth_bits_in_their_unit(dtype, K, n % 16, row, group);
       for (int64_t i = 0; i < static_cast<int64_t>(row_bytes); ++i) {
         const size_t at = packed_position(dtype, K, n % 16, i);
+        if (at == kMovedBitByBit) continue;
         ASSERT_LT(at, 16 * row_bytes);
         ASSERT_EQ(group[at], row[i]) << dtype_name(dtype) << " row " << n << " byte " << i;
       }
@@ -295,7 +347,7 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
 }
 
 TEST(PackedWeights, BatchesAgainstBlocksOf32GetTheLevelsCopyOfX) {
-  // Batches against packed q8_0 / q4_0 / iq4_nl are fast on x in the level's own copy (panels, or
+  // Batches against the packed blocks of 32 are fast on x in the level's own copy (panels, or
   // amx's tiles); without it they still give the same bits, a row at a time, so no other test
   // would notice a level that stopped making it. One row (decode) reads x in rows.
   SimdLevelGuard guard;
@@ -306,7 +358,7 @@ TEST(PackedWeights, BatchesAgainstBlocksOf32GetTheLevelsCopyOfX) {
     if (isa.matmul_packed == nullptr) continue;
     ++checked;
     ASSERT_NE(isa.packed_x_size, nullptr) << level;
-    for (DType dtype : {DType::Q8_0, DType::Q4_0, DType::IQ4_NL}) {
+    for (DType dtype : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL}) {
       for (int64_t rows : {1, 2, 5, 37}) {
         kernels::cpu::MatmulArgs a;
         a.w_type = dtype;
@@ -397,8 +449,9 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_K, Shape{32, 256}), packs) << level;
-    // amx keeps iq4_nl, q5_k and q6_k as stored: its tiles take the rows (amx.cpp amx_repacks).
-    EXPECT_EQ(kernels::repacks_weight(DType::IQ4_NL, Shape{32, 64}), packs && level != "amx") << level;
+    // amx keeps q4_1, q5_0, q5_1, iq4_nl, q5_k and q6_k as stored: its tiles take the rows (amx.cpp amx_repacks).
+    for (DType blocks_of_32 : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL})
+      EXPECT_EQ(kernels::repacks_weight(blocks_of_32, Shape{32, 64}), packs && level != "amx") << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q6_K, Shape{32, 256}), packs && level != "amx") << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q5_K, Shape{32, 256}), packs && level != "amx") << level;
     EXPECT_FALSE(kernels::repacks_weight(DType::Q6_K, Shape{32, 320})) << level << ": not whole super-blocks";

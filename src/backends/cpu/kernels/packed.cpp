@@ -1,5 +1,5 @@
-// Repacking q8_0, q4_0, iq4_nl, q4_k, q5_k, q6_k and bf16 weights at load into the layout of cpu/packed_weights.h, and
-// reading them back a row at a time.
+// Repacking q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q4_k, q5_k, q6_k and bf16 weights at load into the layout of
+// cpu/packed_weights.h, and reading them back a row at a time.
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
@@ -39,7 +39,8 @@ Tensor repack_weight(const Tensor& w, ThreadPool& pool) {
   if (!cpu::is_packable_type(w.dtype()) || w.rank() != 2 || w.dim(0) % cpu::kPackedRows != 0 ||
       w.dim(1) % cpu::packed_k_multiple(w.dtype()) != 0 || w.layout() != Layout::Rows) {
     fail(ErrorKind::Internal,
-         "repack_weight: '{}' ({} {}) is not a q8_0, q4_0, iq4_nl, q4_k, q5_k, q6_k or bf16 matrix of whole 16-row "
+         "repack_weight: '{}' ({} {}) is not a q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q4_k, q5_k, q6_k or bf16 matrix "
+         "of whole 16-row "
          "groups (bf16: of an even number of columns)",
          w.name(), dtype_name(w.dtype()), w.shape().str());
   }

@@ -383,8 +383,8 @@ inline __m512i broadcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// Packed q8_0 / q4_0 / iq4_nl weights (packed_weights.h) against x rounded to q8_0: the 16 rows of a
-// group in the 16 lanes, each vpdpbusd adding 4 products per row. Per block, each row's exact
+// Packed blocks of 32 (packed_weights.h) against x rounded to q8_0 (q4_1, q5_1: q8_1): the 16 rows
+// of a group in the 16 lanes, each vpdpbusd adding 4 products per row. Per block, each row's exact
 // integer dot product, from 8 vpdpbusd:
 //   q8_0:   x + 128 (a.xq_unsigned, or the panels' copy: x is in [-127, 127]) against the signed
 //           weights, less 128 * (the row's block sum, from 8 vpdpbusd of 128 against the weights:
@@ -392,10 +392,54 @@ inline __m512i broadcast4(const int8_t* p) {
 //   q4_0:   the stored nibbles (q + 8, unsigned) against signed x, started from -8 * (x's block sum);
 //   iq4_nl: the nibbles looked up (vpshufb) as their table values + 128 (unsigned) against signed
 //           x, started from -128 * (x's block sum);
-// then acc += f32(dot) * (weight scales * x scale): the order amx.cpp's tiles keep too (isa.h).
+//   q5_0:   the nibbles with their fifth bits (q + 16) as q4_0's, started from -16 * (x's block sum);
+//   q4_1, q5_1: the nibbles (with q5_1's fifth bits: q, unsigned) against signed x, from 0;
+// then acc += f32(dot) * (weight scales * x scale) (q4_1, q5_1: then acc += m * x's block sum s):
+// the order amx.cpp's tiles keep too (isa.h).
 // Decode prefetches the weights this far ahead in each stream (the hardware prefetcher stops at
 // page ends); a few hundred nanoseconds of streaming at ~12 GB/s per core.
 constexpr int64_t kPackedPrefetchBytes = 2048;
+
+// What the unsigned nibble bytes exceed the values by: q4_0's stored q + 8, q5_0's q + 16,
+// iq4_nl's value + 128 (q4_1 and q5_1 are unsigned already; q8_0's weights are the signed side).
+constexpr int32_t nibble_offset(DType t) {
+  return t == DType::IQ4_NL ? 128 : t == DType::Q4_0 ? 8 : t == DType::Q5_0 ? 16 : 0;
+}
+constexpr bool has_mins(DType t) {
+  return t == DType::Q4_1 || t == DType::Q5_1;
+}
+
+// The 64-byte quant unit c of a packed block of nibbles (w: the 16 rows' 4 bytes each) as
+// vpdpbusd's unsigned bytes: the low nibbles (elements 4c + i) and the high ones (16 + 4c + i),
+// iq4_nl's looked up as table values + 128, q5_0 / q5_1's fifth bits put in above them from the
+// block's unit of them (fifth: bits 2c and 2c + 1 of each byte, packed_weights.h).
+template <DType T>
+inline void unit_values(__m512i w, [[maybe_unused]] __m512i fifth, [[maybe_unused]] int64_t c,
+                        [[maybe_unused]] __m512i table, __m512i* low, __m512i* high) {
+  *low = _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
+  *high = _mm512_and_si512(_mm512_srli_epi16(w, 4), _mm512_set1_epi8(0x0F));
+  if constexpr (T == DType::IQ4_NL) {
+    *low = _mm512_shuffle_epi8(table, *low);
+    *high = _mm512_shuffle_epi8(table, *high);
+  } else if constexpr (packed_block_high_bytes(T) != 0) {
+    // + 16 where the byte's fifth bit is set (masks: the compiler keeps vectors' registers free)
+    const __mmask64 low_fifth = _mm512_test_epi8_mask(fifth, _mm512_set1_epi8(static_cast<char>(1 << (2 * c))));
+    const __mmask64 high_fifth = _mm512_test_epi8_mask(fifth, _mm512_set1_epi8(static_cast<char>(2 << (2 * c))));
+    *low = _mm512_mask_add_epi8(*low, low_fifth, *low, _mm512_set1_epi8(16));
+    *high = _mm512_mask_add_epi8(*high, high_fifth, *high, _mm512_set1_epi8(16));
+  }
+}
+
+// q4_1 / q5_1: block b's m of the group's 16 rows (the mins' region), as f32; else unused.
+template <DType T>
+inline __m512 block_mins([[maybe_unused]] const uint8_t* group, [[maybe_unused]] int64_t blocks,
+                         [[maybe_unused]] int64_t b) {
+  if constexpr (has_mins(T)) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(group + blocks * kPackedRows * 2) + b));
+  } else {
+    return _mm512_setzero_ps();
+  }
+}
 
 // q8_0: -128 * (each row's block sum) of the group's 16 weight rows, [block][16]: what every row of
 // x subtracts, computed once per group for a batch's rows instead of once per few rows.
@@ -415,8 +459,7 @@ template <DType T, int MR, int G>
 void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   const int64_t blocks = a.K / 32;
   constexpr int64_t kUnits = T == DType::Q8_0 ? 8 : 4;  // 64-byte units of quants per block
-  // What the unsigned nibble bytes exceed the values by: q4_0's stored q + 8, iq4_nl's value + 128.
-  constexpr int32_t kNibbleOffset = T == DType::IQ4_NL ? 128 : 8;
+  constexpr int32_t kNibbleOffset = nibble_offset(T);
   [[maybe_unused]] const __m512i table = T == DType::IQ4_NL ? iq4_unsigned_values() : _mm512_setzero_si512();
   __m512 acc[G][MR];
   const int8_t* x[MR];  // q8_0: x + 128 (a.xq_unsigned)
@@ -427,15 +470,23 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
   }
   for (int64_t b = 0; b < blocks; ++b) {
     __m512 x_scale[MR];
-    __m512i start[MR];  // q4_0: -8 * (the sum of x's block); iq4_nl: -128 * it; q8_0: 0
+    __m512i start[MR];  // -kNibbleOffset * (the sum of x's block)
     for (int m = 0; m < MR; ++m) {
       x_scale[m] = _mm512_set1_ps(a.xq_scale[(m0 + m) * blocks + b]);
-      start[m] = T == DType::Q8_0 ? _mm512_setzero_si512()
-                                  : _mm512_set1_epi32(-kNibbleOffset * a.xq_block_sum[(m0 + m) * blocks + b]);
+      start[m] = kNibbleOffset == 0 ? _mm512_setzero_si512()
+                                    : _mm512_set1_epi32(-kNibbleOffset * a.xq_block_sum[(m0 + m) * blocks + b]);
     }
     for (int g = 0; g < G; ++g) {
       const __m512 w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(group[g]) + b));
-      const uint8_t* unit = group[g] + blocks * kPackedRows * 2 + b * kUnits * 64;
+      const uint8_t* quants = group[g] + packed_block_quants_at(T, blocks, b);
+      const uint8_t* unit = quants + kPackedRows * packed_block_high_bytes(T);
+      [[maybe_unused]] __m512i fifth;  // q5_0, q5_1: the block's unit of fifth bits
+      if constexpr (packed_block_high_bytes(T) != 0) {
+        // The stream's line the units' prefetches below skip.
+        if (G > 1 && a.prefetch)
+          _mm_prefetch(reinterpret_cast<const char*>(quants + kPackedPrefetchBytes), _MM_HINT_T0);
+        fifth = _mm512_loadu_si512(quants);
+      }
       // Each row's sums in two chains (even and odd units, or low and high nibbles), added at the
       // end: vpdpbusd's latency is several cycles, and one chain per row would leave the unit
       // waiting with few rows. Integer sums: exact in any order.
@@ -465,22 +516,21 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
           }
           ++c;
         } else {
-          __m512i low = _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
-          __m512i high = _mm512_and_si512(_mm512_srli_epi16(w, 4), _mm512_set1_epi8(0x0F));
-          if constexpr (T == DType::IQ4_NL) {
-            low = _mm512_shuffle_epi8(table, low);
-            high = _mm512_shuffle_epi8(table, high);
-          }
+          __m512i low, high;
+          unit_values<T>(w, fifth, c, table, &low, &high);
           for (int m = 0; m < MR; ++m) {
             dot[m][0] = _mm512_dpbusd_epi32(dot[m][0], low, broadcast4(x[m] + b * 32 + c * 4));
             dot[m][1] = _mm512_dpbusd_epi32(dot[m][1], high, broadcast4(x[m] + b * 32 + 16 + c * 4));
           }
         }
       }
+      [[maybe_unused]] const __m512 w_min = block_mins<T>(group[g], blocks, b);
       for (int m = 0; m < MR; ++m) {
         __m512i sum = _mm512_add_epi32(dot[m][0], dot[m][1]);
         if (T == DType::Q8_0) sum = _mm512_sub_epi32(sum, _mm512_add_epi32(w_offset[0], w_offset[1]));
         acc[g][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(w_scale, x_scale[m]), acc[g][m]);
+        if constexpr (has_mins(T))
+          acc[g][m] = _mm512_fmadd_ps(w_min, _mm512_set1_ps(a.xq_sum[(m0 + m) * blocks + b]), acc[g][m]);
       }
     }
   }
@@ -492,17 +542,18 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
   }
 }
 
-// x's copy for batches against packed q8_0 / q4_0 / iq4_nl (the level's pack_x), in panels of
+// x's copy for batches against the packed blocks of 32 (the level's pack_x), in panels of
 // kPanelRows rows: per panel and block of 32, the rows' 32 quants one after another (q8_0: + 128,
 // unsigned, the weights being the signed side), [panel][block][row][32 bytes]; after all panels'
-// quants, each row's start for each block (q4_0: -8 * the block's quant sum, iq4_nl: -128 * it,
-// q8_0: 0) as int32, [panel][block][row]; the scales in x_packed_scale likewise. Rows past M
-// are zero. A tile of rows is then one pointer and constant offsets: with a pointer per row, GCC
-// kept them on the stack and reloaded them every block (the batches ran at half the peak).
+// quants, each row's start for each block (-nibble_offset * the block's quant sum: q4_0 -8, q5_0
+// -16, iq4_nl -128, the others 0) as int32, [panel][block][row]; the scales in x_packed_scale
+// likewise, then (q4_1, q5_1) q8_1's block sums s as the scales. Rows past M are zero. A tile of rows is then one
+// pointer and constant offsets: with a pointer per row, GCC kept them on the stack and reloaded them every block (the
+// batches ran at half the peak).
 constexpr int64_t kPanelRows = 16;  // matmul.cpp's tile of pack_x work
 
 constexpr bool takes_panels(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL;
+  return is_packed_block_of_32(t);
 }
 
 int64_t panel_count(const MatmulArgs& a) {
@@ -513,6 +564,11 @@ int64_t panel_count(const MatmulArgs& a) {
 const uint8_t* panel_starts(const MatmulArgs& a, int64_t panel) {
   const int64_t blocks = a.K / 32;
   return a.x_packed + panel_count(a) * kPanelRows * a.K + panel * blocks * kPanelRows * 4;
+}
+// q4_1 / q5_1: q8_1's block sums s of panel `panel`'s rows, after all panels' scales, as those.
+const float* panel_sums(const MatmulArgs& a, int64_t panel) {
+  const int64_t blocks = a.K / 32;
+  return a.x_packed_scale + (panel_count(a) + panel) * blocks * kPanelRows;
 }
 
 // G groups of 16 weight rows against MR rows of x's panels from row m0 (m0 % kPanelRows + MR <=
@@ -529,6 +585,7 @@ void panel_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G
   const uint8_t* xq = a.x_packed + panel * kPanelRows * a.K + r0 * 32;
   const uint8_t* starts = panel_starts(a, panel) + r0 * 4;
   const float* scales = a.x_packed_scale + panel * blocks * kPanelRows + r0;
+  [[maybe_unused]] const float* sums = panel_sums(a, panel) + r0;
   [[maybe_unused]] const __m512i table = T == DType::IQ4_NL ? iq4_unsigned_values() : _mm512_setzero_si512();
   __m512 acc[G][MR];
   for (int g = 0; g < G; ++g) {
@@ -555,13 +612,11 @@ void panel_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G
       } else {
         __m512i low[G], high[G];
         for (int g = 0; g < G; ++g) {
-          const __m512i w = _mm512_loadu_si512(group[g] + blocks * kPackedRows * 2 + (b * kUnits + c) * 64);
-          low[g] = _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
-          high[g] = _mm512_and_si512(_mm512_srli_epi16(w, 4), _mm512_set1_epi8(0x0F));
-          if constexpr (T == DType::IQ4_NL) {
-            low[g] = _mm512_shuffle_epi8(table, low[g]);
-            high[g] = _mm512_shuffle_epi8(table, high[g]);
-          }
+          const uint8_t* quants = group[g] + packed_block_quants_at(T, blocks, b);
+          const __m512i w = _mm512_loadu_si512(quants + kPackedRows * packed_block_high_bytes(T) + c * 64);
+          // q5_0, q5_1: the block's unit of fifth bits (loaded again per unit: registers are full)
+          const __m512i fifth = packed_block_high_bytes(T) != 0 ? _mm512_loadu_si512(quants) : _mm512_setzero_si512();
+          unit_values<T>(w, fifth, c, table, &low[g], &high[g]);
         }
         for (int m = 0; m < MR; ++m) {
           const __m512i x_low = broadcast4(reinterpret_cast<const int8_t*>(xb + m * 32 + c * 4));
@@ -575,9 +630,12 @@ void panel_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G
     }
     for (int g = 0; g < G; ++g) {
       const __m512 w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(group[g]) + b));
+      [[maybe_unused]] const __m512 w_min = block_mins<T>(group[g], blocks, b);
       for (int m = 0; m < MR; ++m) {
         const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(scales[b * kPanelRows + m]));
         acc[g][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot[g][m]), scale, acc[g][m]);
+        if constexpr (has_mins(T))
+          acc[g][m] = _mm512_fmadd_ps(w_min, _mm512_set1_ps(sums[b * kPanelRows + m]), acc[g][m]);
       }
     }
   }
@@ -619,7 +677,7 @@ void panel_groups(const MatmulArgs& a, const int64_t (&n0)[G], int32_t* offset_s
   }
 }
 
-// A batch against packed q8_0 / q4_0 / iq4_nl with x in panels: two groups of 16 weight rows at a
+// A batch against the packed blocks of 32 with x in panels: two groups of 16 weight rows at a
 // time, so each broadcast of x serves 32 outputs.
 template <DType T>
 void panel_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
@@ -1045,7 +1103,7 @@ void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t
 
 // One row of x (decode) reads every weight once and is bound by memory: it takes kStreams groups
 // at once from kStreams equal parts of the range, so as many sequential streams are in flight.
-// More rows: q8_0 / q4_0 / iq4_nl by x's panels (panel_matmul; the level packs x into them for
+// More rows: the blocks of 32 by x's panels (panel_matmul; the level packs x into them for
 // every batch, pack_x), else a row at a time; q4_k and q5_k two groups and four rows of x at a time
 // (k4_batch_groups); q6_k one group at a time, eight rows of x at a time (then four, then the
 // rest), so each 64 bytes of weights loaded serve eight rows, and eight rows' sums (sixteen
@@ -1059,7 +1117,9 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   const auto group_at = [&](int64_t n0) { return a.w + static_cast<size_t>(n0 / kPackedRows) * group_bytes; };
   int64_t n_rest = n_begin;
   if (a.M == 1) {
-    constexpr int kStreams = 4;
+    // q5_0 / q5_1: two (measured on Zen 5: four streams of their blocks, a unit of fifth bits and
+    // four of nibbles, ran at 0.60 of read bandwidth, two at 0.78, the rows as stored at 0.79).
+    constexpr int kStreams = packed_block_high_bytes(T) != 0 ? 2 : 4;
     const int64_t part = (n_end - n_begin) / kPackedRows / kStreams * kPackedRows;
     for (int64_t i = 0; i < part; i += kPackedRows) {
       int64_t n0[kStreams];
@@ -1123,6 +1183,9 @@ void matmul_packed_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.w_type == DType::Q5_K) return packed_matmul<DType::Q5_K>(a, n_begin, n_end);
   if (a.w_type == DType::Q6_K) return packed_matmul<DType::Q6_K>(a, n_begin, n_end);
   if (a.w_type == DType::IQ4_NL) return packed_matmul<DType::IQ4_NL>(a, n_begin, n_end);
+  if (a.w_type == DType::Q4_1) return packed_matmul<DType::Q4_1>(a, n_begin, n_end);
+  if (a.w_type == DType::Q5_0) return packed_matmul<DType::Q5_0>(a, n_begin, n_end);
+  if (a.w_type == DType::Q5_1) return packed_matmul<DType::Q5_1>(a, n_begin, n_end);
   packed_matmul<DType::Q4_0>(a, n_begin, n_end);
 }
 
@@ -1134,14 +1197,15 @@ void panel_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
   if (!a.w_packed || a.M < 2 || !takes_panels(a.w_type)) return;
   const int64_t rows = panel_count(a) * kPanelRows, blocks = a.K / 32;
   *bytes = static_cast<size_t>(rows * a.K + rows * blocks * 4);
-  *scales = static_cast<size_t>(rows * blocks);
+  *scales = static_cast<size_t>(rows * blocks * (has_mins(a.w_type) ? 2 : 1));
 }
 
 void pack_x_panels(const MatmulArgs& a, int64_t panel_begin, int64_t panel_end, uint8_t* packed, float* packed_scale) {
   const int64_t blocks = a.K / 32;
   // What x's sums start from: -(the unsigned bytes' excess) * (x's block sum), as packed_rows.
-  const int32_t nibble_offset = a.w_type == DType::IQ4_NL ? 128 : a.w_type == DType::Q4_0 ? 8 : 0;
+  const int32_t offset = nibble_offset(a.w_type);
   uint8_t* const starts_all = packed + panel_count(a) * kPanelRows * a.K;
+  float* const sums_all = packed_scale + panel_count(a) * kPanelRows * blocks;  // q4_1, q5_1
   for (int64_t panel = panel_begin; panel < panel_end; ++panel) {
     for (int64_t r = 0; r < kPanelRows; ++r) {
       const int64_t m = panel * kPanelRows + r;
@@ -1157,11 +1221,13 @@ void pack_x_panels(const MatmulArgs& a, int64_t panel_begin, int64_t panel_end, 
             q[j] = a.w_type == DType::Q8_0 ? static_cast<uint8_t>(static_cast<uint8_t>(x[j]) ^ 0x80u)
                                            : static_cast<uint8_t>(x[j]);
           }
-          start = -nibble_offset * sum;
+          start = -offset * sum;
           packed_scale[at] = a.xq_scale[m * blocks + b];
+          if (has_mins(a.w_type)) sums_all[at] = a.xq_sum[m * blocks + b];
         } else {
           std::memset(q, 0, 32);
           packed_scale[at] = 0.0f;
+          if (has_mins(a.w_type)) sums_all[at] = 0.0f;
         }
         std::memcpy(starts_all + at * 4, &start, 4);
       }

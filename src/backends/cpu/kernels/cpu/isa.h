@@ -46,10 +46,10 @@ struct MatmulArgs {
   // layout, and x's factors in the level's own (amx: scales, then sums); else nullptr.
   const uint8_t* x_packed = nullptr;
   const float* x_packed_scale = nullptr;
-  // w in cpu/packed_weights.h's layout (Layout::Packed: q8_0, q4_0, iq4_nl, q4_k, q5_k, q6_k or bf16); then
-  // also, where the level's vector loops read x in rows (the level keeps no copy of x for the call: one row),
-  // for q4_0 and iq4_nl the sum of each block's quants of x, [M, K / 32], and for q8_0 the quants + 128 as
-  // unsigned bytes (x ^ 0x80), [M, K]; else nullptr.
+  // w in cpu/packed_weights.h's layout (Layout::Packed: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q4_k, q5_k, q6_k or
+  // bf16); then also, where the level's vector loops read x in rows (the level keeps no copy of x for the call:
+  // one row), for q4_0, q5_0 and iq4_nl the sum of each block's quants of x, [M, K / 32], and for q8_0 the
+  // quants + 128 as unsigned bytes (x ^ 0x80), [M, K]; else nullptr.
   bool w_packed = false;
   const int32_t* xq_block_sum = nullptr;
   const uint8_t* xq_unsigned = nullptr;
@@ -136,7 +136,7 @@ struct Isa {
   void (*round_row_f16)(const float* x, int64_t n, uint16_t* out) = nullptr;
   // Levels whose matmul reads the rounded x (a.xq and a.xq_scale, or a.xb) in a layout of their
   // own for some weight types and calls (amx: tiles of 16 rows; avx512vnni and avx512bf16: panels
-  // of 16 rows for batches against packed q8_0, q4_0 and iq4_nl): the bytes and floats that layout
+  // of 16 rows for batches against the packed blocks of 32): the bytes and floats that layout
   // takes for a's type and size (both 0: a call it does not pack x for), and the packing into it.
   // nullptr elsewhere.
   void (*packed_x_size)(const MatmulArgs& a, size_t* bytes, size_t* scales) = nullptr;
@@ -149,7 +149,8 @@ struct Isa {
   // Levels with kernels for packed weights (a.w_packed): their matmul for them, n_begin and n_end
   // multiples of 16. nullptr elsewhere: matmul.cpp unpacks the rows for `matmul`. Every level that
   // has it computes each output with the same operations in the same order (per block, the exact
-  // integer dot product, then acc = fma(f32(dot), weight scale * x scale, acc) in increasing k,
+  // integer dot product, then acc = fma(f32(dot), weight scale * x scale, acc) in increasing k (q4_1 /
+  // q5_1: then acc = fma(m, x's block sum s, acc)),
   // the k-quants' sub-blocks summed exactly and one step per super-block (q4_k / q5_k: two, the sums
   // and then the mins, packed_q4_k.h add_super_block), packed_weights.h; then acc + bias), so they agree
   // bit for bit, for every M (small_batch_rows does not apply). bf16 reaches it only with x rounded

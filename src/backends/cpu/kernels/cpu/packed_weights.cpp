@@ -7,9 +7,32 @@ namespace ferry::kernels::cpu {
 
 namespace {
 
-// Block b of a standard q8_0 / q4_0 row: its f16 scale's bytes, then its quant bytes.
-const uint8_t* row_block(DType type, const uint8_t* row, int64_t b) {
-  return row + b * (2 + packed_block_quant_bytes(type));
+// The bytes of one block of 32 of one row as stored: factors, fifth bits, quants.
+int64_t row_block_bytes(DType type) {
+  return packed_block_factor_bytes(type) + packed_block_high_bytes(type) + packed_block_quant_bytes(type);
+}
+
+// A q5_0 / q5_1 block's 32 fifth bits (bit j: element j) and row r's 4 bytes of the block's fifth
+// bits unit (packed_weights.h): bit 4c + i + 16h of `bits` is bit 2c + h of byte i.
+void pack_fifth_bits(uint32_t bits, int64_t r, uint8_t* unit) {
+  for (int64_t i = 0; i < 4; ++i) {
+    uint8_t byte = 0;
+    for (int64_t c = 0; c < 4; ++c) {
+      for (int64_t h = 0; h < 2; ++h)
+        byte = static_cast<uint8_t>(byte | (bits >> (4 * c + i + 16 * h) & 1) << (2 * c + h));
+    }
+    unit[r * 4 + i] = byte;
+  }
+}
+uint32_t unpack_fifth_bits(const uint8_t* unit, int64_t r) {
+  uint32_t bits = 0;
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t c = 0; c < 4; ++c) {
+      for (int64_t h = 0; h < 2; ++h)
+        bits |= static_cast<uint32_t>(unit[r * 4 + i] >> (2 * c + h) & 1) << (4 * c + i + 16 * h);
+    }
+  }
+  return bits;
 }
 
 // The pieces of row r's q4_k or q5_k super-block (BlockQ4_K: d, dmin, scales[12], qs[128];
@@ -136,16 +159,22 @@ void pack_group(DType type, const uint8_t* rows, size_t row_bytes, int64_t K, ui
     return;
   }
   const int64_t blocks = K / 32;
+  const int64_t factor_bytes = packed_block_factor_bytes(type), high_bytes = packed_block_high_bytes(type);
   const int64_t quant_bytes = packed_block_quant_bytes(type);
-  uint8_t* quants = group + blocks * kPackedRows * 2;
   for (int64_t r = 0; r < kPackedRows; ++r) {
     const uint8_t* row = rows + static_cast<size_t>(r) * row_bytes;
     for (int64_t b = 0; b < blocks; ++b) {
-      const uint8_t* block = row_block(type, row, b);
-      std::memcpy(group + (b * kPackedRows + r) * 2, block, 2);
+      const uint8_t* block = row + b * row_block_bytes(type);
+      for (int64_t f = 0; f < factor_bytes / 2; ++f)  // d, then m in the mins' region
+        std::memcpy(group + ((f * blocks + b) * kPackedRows + r) * 2, block + 2 * f, 2);
+      uint8_t* quants = group + packed_block_quants_at(type, blocks, b);
+      if (high_bytes != 0) {
+        uint32_t bits = 0;
+        std::memcpy(&bits, block + factor_bytes, 4);
+        pack_fifth_bits(bits, r, quants);
+      }
       for (int64_t i = 0; i < quant_bytes; ++i) {
-        const int64_t unit = (b * quant_bytes + i) / 4;
-        quants[(unit * kPackedRows + r) * 4 + i % 4] = block[2 + i];
+        quants[kPackedRows * high_bytes + (i / 4 * kPackedRows + r) * 4 + i % 4] = block[factor_bytes + high_bytes + i];
       }
     }
   }
@@ -172,15 +201,19 @@ void unpack_group_row(DType type, const uint8_t* group, int64_t K, int64_t r, ui
     return;
   }
   const int64_t blocks = K / 32;
+  const int64_t factor_bytes = packed_block_factor_bytes(type), high_bytes = packed_block_high_bytes(type);
   const int64_t quant_bytes = packed_block_quant_bytes(type);
-  const uint8_t* quants = group + blocks * kPackedRows * 2;
   for (int64_t b = 0; b < blocks; ++b) {
-    uint8_t* block = row + b * (2 + quant_bytes);
-    std::memcpy(block, group + (b * kPackedRows + r) * 2, 2);
-    for (int64_t i = 0; i < quant_bytes; ++i) {
-      const int64_t unit = (b * quant_bytes + i) / 4;
-      block[2 + i] = quants[(unit * kPackedRows + r) * 4 + i % 4];
+    uint8_t* block = row + b * row_block_bytes(type);
+    for (int64_t f = 0; f < factor_bytes / 2; ++f)
+      std::memcpy(block + 2 * f, group + ((f * blocks + b) * kPackedRows + r) * 2, 2);
+    const uint8_t* quants = group + packed_block_quants_at(type, blocks, b);
+    if (high_bytes != 0) {
+      const uint32_t bits = unpack_fifth_bits(quants, r);
+      std::memcpy(block + factor_bytes, &bits, 4);
     }
+    for (int64_t i = 0; i < quant_bytes; ++i)
+      block[factor_bytes + high_bytes + i] = quants[kPackedRows * high_bytes + (i / 4 * kPackedRows + r) * 4 + i % 4];
   }
 }
 

@@ -1,7 +1,7 @@
-// The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, iq4_nl, q4_k, q5_k, q6_k
-// and bf16 matrices with N a multiple of 16, reordered at load so that dot products read sixteen rows
-// at once. The bits are the rows' own, only moved (bytes, except q6_k's quants): a group of 16
-// rows takes 16 * row_bytes, as the rows did.
+// The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl,
+// q4_k, q5_k, q6_k and bf16 matrices with N a multiple of 16, reordered at load so that dot products read sixteen rows
+// at once. The bits are the rows' own, only moved (bytes, except q5_0 / q5_1's fifth bits and q6_k's
+// quants): a group of 16 rows takes 16 * row_bytes, as the rows did.
 //
 // bf16: a group is units of 4 bytes, [K / 2][16][4]: unit u of row r at (u * 16 + r) * 4, the
 //   row's elements 2u and 2u + 1 (what one lane of vdpbf16ps takes, the rows in its 16 lanes).
@@ -14,6 +14,12 @@
 //     q4_0, iq4_nl: unit u = 4b + c holds bytes 4c..4c+3 of block b's nibbles: elements 32b + 4c + i
 //           in the low nibbles and 32b + 16 + 4c + i in the high ones (q + 8, or iq4_nl's table
 //           index, as stored).
+// q4_1, q5_0 and q5_1: q4_0's, with
+//   mins (q4_1, q5_1): [K / 32][16] f16, block b's m of row r at K / 32 * 32 + (b * 16 + r) * 2;
+//   quants: per block (at K / 32 * (32 or 64) + b * (256 or 320)), q5_0 / q5_1 first a unit of the
+//           block's fifth bits, [16][4]: bit 2c + h of byte i of row r's four is the fifth bit of
+//           its element 4c + i + 16h (the element in byte i of its unit c, low (h = 0) or high
+//           nibble); then q4_0's 4 units of the block (the low four bits of q + 16, or of q).
 // q4_k: a group is its super-blocks' sections, [K / 256][kPackedQ4KSection], each
 //   d:      [16] f16 at 0, row r's at 2r;
 //   dmin:   [16] f16 at 32;
@@ -66,18 +72,35 @@ inline constexpr int64_t kPackedQ5KHigh = kPackedQ4KQuants;
 inline constexpr int64_t kPackedQ5KQuants = kPackedQ5KHigh + 8 * 64;
 static_assert(kPackedQ5KQuants + 32 * 64 == kPackedQ5KSection, "factors, 8 qh units, 32 quant units");
 
+// The types in blocks of 32 with an f16 scale first: q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl.
+constexpr bool is_packed_block_of_32(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 ||
+         t == DType::IQ4_NL;
+}
 constexpr bool is_packable_type(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::IQ4_NL || t == DType::Q4_K || t == DType::Q5_K ||
-         t == DType::Q6_K || t == DType::BF16;
+  return is_packed_block_of_32(t) || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::BF16;
 }
 // The elements of K a packed row must come in: a block (32), a super-block (256) or bf16's pair.
 constexpr int64_t packed_k_multiple(DType t) {
   if (t == DType::BF16) return 2;
   return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ? kQK_K : 32;
 }
-// Quant bytes of one block of one row: 32 (q8_0) or 16 (q4_0, iq4_nl).
+// The blocks of 32, per block of one row: the f16 factors (d; q4_1 and q5_1: d, m), the fifth bits
+// (q5_0, q5_1: 4 bytes), the quant bytes (q8_0: 32, the others' nibbles 16); as stored and as the
+// packed group's regions hold them.
+constexpr int64_t packed_block_factor_bytes(DType t) {
+  return t == DType::Q4_1 || t == DType::Q5_1 ? 4 : 2;
+}
+constexpr int64_t packed_block_high_bytes(DType t) {
+  return t == DType::Q5_0 || t == DType::Q5_1 ? 4 : 0;
+}
 constexpr int64_t packed_block_quant_bytes(DType t) {
   return t == DType::Q8_0 ? 32 : 16;
+}
+// Where block b's quants (q5: its fifth bits' masks first) start in a group of `blocks` blocks.
+constexpr int64_t packed_block_quants_at(DType t, int64_t blocks, int64_t b) {
+  return blocks * kPackedRows * packed_block_factor_bytes(t) +
+         b * kPackedRows * (packed_block_high_bytes(t) + packed_block_quant_bytes(t));
 }
 
 // The 16 rows at `rows` (row_bytes apart, standard rows of K elements of a packable type) into
