@@ -31,6 +31,11 @@ namespace {
   if (buffer.size() < n) buffer.resize(n);
   return buffer.data();
 }
+[[maybe_unused]] float* float_scratch(size_t n) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < n) buffer.resize(n);
+  return buffer.data();
+}
 
 }  // namespace
 }  // namespace ferry::kernels::cpu
@@ -383,27 +388,81 @@ inline __m512i broadcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// Packed blocks of 32 (packed_weights.h) against x rounded to q8_0 (q4_1, q5_1: q8_1): the 16 rows
-// of a group in the 16 lanes, each vpdpbusd adding 4 products per row. Per block, each row's exact
-// integer dot product, from 8 vpdpbusd:
+// Packed blocks of 32 (packed_weights.h) against x rounded to q8_0 (q4_1, q5_1: q8_1), and packed
+// iq4_xs's chunks of 32 against x rounded to q8_K: the 16 rows of a group in the 16 lanes, each
+// vpdpbusd adding 4 products per row. Per block, each row's exact integer dot product, from 8
+// vpdpbusd:
 //   q8_0:   x + 128 (a.xq_unsigned, or the panels' copy: x is in [-127, 127]) against the signed
 //           weights, less 128 * (the row's block sum, from 8 vpdpbusd of 128 against the weights:
 //           per group for a batch in panels, q8_0_group_offsets, else alongside);
 //   q4_0:   the stored nibbles (q + 8, unsigned) against signed x, started from -8 * (x's block sum);
-//   iq4_nl: the nibbles looked up (vpshufb) as their table values + 128 (unsigned) against signed
-//           x, started from -128 * (x's block sum);
+//   iq4_nl, iq4_xs: the nibbles looked up (vpshufb) as their table values + 128 (unsigned) against
+//           signed x, started from -128 * (x's block sum);
 //   q5_0:   the nibbles with their fifth bits (q + 16) as q4_0's, started from -16 * (x's block sum);
 //   q4_1, q5_1: the nibbles (with q5_1's fifth bits: q, unsigned) against signed x, from 0;
-// then acc += f32(dot) * (weight scales * x scale) (q4_1, q5_1: then acc += m * x's block sum s):
+// then acc += f32(dot) * (weight scales * x scale) (q4_1, q5_1: then acc += m * x's block sum s;
+// iq4_xs: the chunk's scale d * (ls - 32), exact in f32, x's the q8_K scale of its super-block):
 // the order amx.cpp's tiles keep too (isa.h).
 // Decode prefetches the weights this far ahead in each stream (the hardware prefetcher stops at
 // page ends); a few hundred nanoseconds of streaming at ~12 GB/s per core.
 constexpr int64_t kPackedPrefetchBytes = 2048;
 
 // What the unsigned nibble bytes exceed the values by: q4_0's stored q + 8, q5_0's q + 16,
-// iq4_nl's value + 128 (q4_1 and q5_1 are unsigned already; q8_0's weights are the signed side).
+// iq4_nl / iq4_xs's value + 128 (q4_1 and q5_1 are unsigned already; q8_0's weights are the signed
+// side).
 constexpr int32_t nibble_offset(DType t) {
-  return t == DType::IQ4_NL ? 128 : t == DType::Q4_0 ? 8 : t == DType::Q5_0 ? 16 : 0;
+  return t == DType::IQ4_NL || t == DType::IQ4_XS ? 128 : t == DType::Q4_0 ? 8 : t == DType::Q5_0 ? 16 : 0;
+}
+constexpr bool has_table(DType t) {
+  return t == DType::IQ4_NL || t == DType::IQ4_XS;
+}
+
+// The packed types read a block of 32 at a time: the blocks of 32, and iq4_xs's chunks of 32 (its
+// super-block's d * (ls - 32) as the chunk's scale, x's q8_K scale per 256 for each of its chunks).
+constexpr bool by_blocks_of_32(DType t) {
+  return is_packed_block_of_32(t) || t == DType::IQ4_XS;
+}
+
+// Where x's scale for block b of row m is (a.xq_scale: q8_0 / q8_1 per block, q8_K per 256).
+constexpr int64_t x_scale_at(DType t, int64_t blocks, int64_t m, int64_t b) {
+  return t == DType::IQ4_XS ? m * (blocks / 8) + b / 8 : m * blocks + b;
+}
+
+// Block b's first quant unit (after q5's unit of fifth bits) in a packed group of `blocks` blocks.
+template <DType T>
+inline const uint8_t* block_units(const uint8_t* group, int64_t blocks, int64_t b) {
+  if constexpr (T == DType::IQ4_XS) {
+    return group + b / 8 * kPackedIQ4XSSection + kPackedIQ4XSQuants + b % 8 * 4 * 64;
+  } else {
+    return group + packed_block_quants_at(T, blocks, b) + kPackedRows * packed_block_high_bytes(T);
+  }
+}
+
+// A packed iq4_xs section's 16 rows' chunk scales d * (ls_j - 32), [chunk j][row] (exact in f32:
+// an f16 times a 6-bit integer). The 8 chunks' ls as bytes in two vectors, chunk 2i's (even) and
+// 2i + 1's (odd) in 128-bit lane i: the low 4 bits from scales_l plane i's nibbles, the top 2 from
+// scales_h plane i / 2 shifted down by 4 (i % 2) (16-bit shifts: the bits they carry across bytes
+// are masked off).
+inline void iq4_xs_chunk_scales(const uint8_t* section, float* out) {
+  const __m512i low = _mm512_loadu_si512(section + kPackedIQ4XSScalesLow);
+  const __m512i planes =
+      _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(section + kPackedIQ4XSScalesHigh)));
+  const __m512i shifts =
+      _mm512_set_epi32(0x40004, 0x40004, 0x40004, 0x40004, 0, 0, 0, 0, 0x40004, 0x40004, 0x40004, 0x40004, 0, 0, 0, 0);
+  const __m512i high = _mm512_srlv_epi16(_mm512_shuffle_i32x4(planes, planes, 0x50), shifts);  // planes 0, 0, 1, 1
+  const __m512i low4 = _mm512_set1_epi8(0x0F), top2 = _mm512_set1_epi8(0x30), bias = _mm512_set1_epi8(32);
+  const __m512i even = _mm512_sub_epi8(
+      _mm512_or_si512(_mm512_and_si512(low, low4), _mm512_and_si512(_mm512_slli_epi16(high, 4), top2)), bias);
+  const __m512i odd = _mm512_sub_epi8(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(low, 4), low4),
+                                                      _mm512_and_si512(_mm512_slli_epi16(high, 2), top2)),
+                                      bias);
+  const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(section)));
+  auto chunk = [&](auto J) {
+    constexpr int kJ = decltype(J)::value;
+    const __m128i ls = _mm512_extracti32x4_epi32(kJ % 2 == 0 ? even : odd, kJ / 2);
+    _mm512_storeu_ps(out + 16 * kJ, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ls)), d));
+  };
+  blocks::unroll<0, 8>(chunk);
 }
 constexpr bool has_mins(DType t) {
   return t == DType::Q4_1 || t == DType::Q5_1;
@@ -418,7 +477,7 @@ inline void unit_values(__m512i w, [[maybe_unused]] __m512i fifth, [[maybe_unuse
                         [[maybe_unused]] __m512i table, __m512i* low, __m512i* high) {
   *low = _mm512_and_si512(w, _mm512_set1_epi8(0x0F));
   *high = _mm512_and_si512(_mm512_srli_epi16(w, 4), _mm512_set1_epi8(0x0F));
-  if constexpr (T == DType::IQ4_NL) {
+  if constexpr (has_table(T)) {
     *low = _mm512_shuffle_epi8(table, *low);
     *high = _mm512_shuffle_epi8(table, *high);
   } else if constexpr (packed_block_high_bytes(T) != 0) {
@@ -460,7 +519,9 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
   const int64_t blocks = a.K / 32;
   constexpr int64_t kUnits = T == DType::Q8_0 ? 8 : 4;  // 64-byte units of quants per block
   constexpr int32_t kNibbleOffset = nibble_offset(T);
-  [[maybe_unused]] const __m512i table = T == DType::IQ4_NL ? iq4_unsigned_values() : _mm512_setzero_si512();
+  [[maybe_unused]] const __m512i table = has_table(T) ? iq4_unsigned_values() : _mm512_setzero_si512();
+  // iq4_xs: each group's chunk scales of the current super-block (iq4_xs_chunk_scales)
+  [[maybe_unused]] alignas(64) float chunk_scale[G][T == DType::IQ4_XS ? 8 * kPackedRows : 1];
   __m512 acc[G][MR];
   const int8_t* x[MR];  // q8_0: x + 128 (a.xq_unsigned)
   const auto* x_all = T == DType::Q8_0 ? reinterpret_cast<const int8_t*>(a.xq_unsigned) : a.xq;
@@ -472,16 +533,26 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
     __m512 x_scale[MR];
     __m512i start[MR];  // -kNibbleOffset * (the sum of x's block)
     for (int m = 0; m < MR; ++m) {
-      x_scale[m] = _mm512_set1_ps(a.xq_scale[(m0 + m) * blocks + b]);
+      x_scale[m] = _mm512_set1_ps(a.xq_scale[x_scale_at(T, blocks, m0 + m, b)]);
       start[m] = kNibbleOffset == 0 ? _mm512_setzero_si512()
                                     : _mm512_set1_epi32(-kNibbleOffset * a.xq_block_sum[(m0 + m) * blocks + b]);
     }
+    if constexpr (T == DType::IQ4_XS) {
+      if (b % 8 == 0) {
+        for (int g = 0; g < G; ++g) iq4_xs_chunk_scales(group[g] + b / 8 * kPackedIQ4XSSection, chunk_scale[g]);
+      }
+    }
     for (int g = 0; g < G; ++g) {
-      const __m512 w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(group[g]) + b));
-      const uint8_t* quants = group[g] + packed_block_quants_at(T, blocks, b);
-      const uint8_t* unit = quants + kPackedRows * packed_block_high_bytes(T);
+      __m512 w_scale;
+      if constexpr (T == DType::IQ4_XS) {
+        w_scale = _mm512_load_ps(chunk_scale[g] + b % 8 * kPackedRows);
+      } else {
+        w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(group[g]) + b));
+      }
+      const uint8_t* unit = block_units<T>(group[g], blocks, b);
       [[maybe_unused]] __m512i fifth;  // q5_0, q5_1: the block's unit of fifth bits
       if constexpr (packed_block_high_bytes(T) != 0) {
+        const uint8_t* quants = group[g] + packed_block_quants_at(T, blocks, b);
         // The stream's line the units' prefetches below skip.
         if (G > 1 && a.prefetch)
           _mm_prefetch(reinterpret_cast<const char*>(quants + kPackedPrefetchBytes), _MM_HINT_T0);
@@ -546,14 +617,15 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
 // kPanelRows rows: per panel and block of 32, the rows' 32 quants one after another (q8_0: + 128,
 // unsigned, the weights being the signed side), [panel][block][row][32 bytes]; after all panels'
 // quants, each row's start for each block (-nibble_offset * the block's quant sum: q4_0 -8, q5_0
-// -16, iq4_nl -128, the others 0) as int32, [panel][block][row]; the scales in x_packed_scale
-// likewise, then (q4_1, q5_1) q8_1's block sums s as the scales. Rows past M are zero. A tile of rows is then one
+// -16, iq4_nl / iq4_xs -128, the others 0) as int32, [panel][block][row]; the scales in
+// x_packed_scale likewise (iq4_xs: q8_K's per 256, for each of its 8 blocks), then (q4_1, q5_1)
+// q8_1's block sums s as the scales. Rows past M are zero. A tile of rows is then one
 // pointer and constant offsets: with a pointer per row, GCC kept them on the stack and reloaded them every block (the
 // batches ran at half the peak).
 constexpr int64_t kPanelRows = 16;  // matmul.cpp's tile of pack_x work
 
 constexpr bool takes_panels(DType t) {
-  return is_packed_block_of_32(t);
+  return by_blocks_of_32(t);
 }
 
 int64_t panel_count(const MatmulArgs& a) {
@@ -571,14 +643,21 @@ const float* panel_sums(const MatmulArgs& a, int64_t panel) {
   return a.x_packed_scale + (panel_count(a) + panel) * blocks * kPanelRows;
 }
 
+// What panel_groups works out once per group of weights for every row of x: q8_0's offsets
+// (q8_0_group_offsets), iq4_xs's chunk scales, [block][16] (iq4_xs_chunk_scales of each section).
+struct GroupFactors {
+  const int32_t* offsets = nullptr;
+  const float* chunk_scales = nullptr;
+};
+
 // G groups of 16 weight rows against MR rows of x's panels from row m0 (m0 % kPanelRows + MR <=
 // kPanelRows: rows past M are the panel's zeros, their outputs not stored), every product of
 // the tile from one load of the weights and one broadcast of x: per block and row one chain of
-// vpdpbusd per group, started from q8_0's offsets[g] (q8_0_group_offsets) or x's start, then
+// vpdpbusd per group, started from q8_0's offsets (GroupFactors) or x's start, then
 // acc += f32(dot) * (weight scales * x scale) as packed_rows does.
 template <DType T, int MR, int G>
 void panel_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G],
-                const int32_t* const (&offsets)[G]) {
+                const GroupFactors (&factors)[G]) {
   const int64_t blocks = a.K / 32;
   constexpr int64_t kUnits = T == DType::Q8_0 ? 8 : 4;
   const int64_t panel = m0 / kPanelRows, r0 = m0 % kPanelRows;
@@ -586,7 +665,7 @@ void panel_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G
   const uint8_t* starts = panel_starts(a, panel) + r0 * 4;
   const float* scales = a.x_packed_scale + panel * blocks * kPanelRows + r0;
   [[maybe_unused]] const float* sums = panel_sums(a, panel) + r0;
-  [[maybe_unused]] const __m512i table = T == DType::IQ4_NL ? iq4_unsigned_values() : _mm512_setzero_si512();
+  [[maybe_unused]] const __m512i table = has_table(T) ? iq4_unsigned_values() : _mm512_setzero_si512();
   __m512 acc[G][MR];
   for (int g = 0; g < G; ++g) {
     for (int m = 0; m < MR; ++m) acc[g][m] = _mm512_setzero_ps();
@@ -596,7 +675,7 @@ void panel_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G
     __m512i dot[G][MR];
     for (int m = 0; m < MR; ++m) {
       for (int g = 0; g < G; ++g) {
-        dot[g][m] = T == DType::Q8_0 ? _mm512_loadu_si512(offsets[g] + b * kPackedRows)
+        dot[g][m] = T == DType::Q8_0 ? _mm512_loadu_si512(factors[g].offsets + b * kPackedRows)
                                      : broadcast4(reinterpret_cast<const int8_t*>(starts + (b * kPanelRows + m) * 4));
       }
     }
@@ -612,10 +691,11 @@ void panel_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G
       } else {
         __m512i low[G], high[G];
         for (int g = 0; g < G; ++g) {
-          const uint8_t* quants = group[g] + packed_block_quants_at(T, blocks, b);
-          const __m512i w = _mm512_loadu_si512(quants + kPackedRows * packed_block_high_bytes(T) + c * 64);
+          const __m512i w = _mm512_loadu_si512(block_units<T>(group[g], blocks, b) + c * 64);
           // q5_0, q5_1: the block's unit of fifth bits (loaded again per unit: registers are full)
-          const __m512i fifth = packed_block_high_bytes(T) != 0 ? _mm512_loadu_si512(quants) : _mm512_setzero_si512();
+          const __m512i fifth = packed_block_high_bytes(T) != 0
+                                    ? _mm512_loadu_si512(group[g] + packed_block_quants_at(T, blocks, b))
+                                    : _mm512_setzero_si512();
           unit_values<T>(w, fifth, c, table, &low[g], &high[g]);
         }
         for (int m = 0; m < MR; ++m) {
@@ -629,7 +709,9 @@ void panel_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G
       }
     }
     for (int g = 0; g < G; ++g) {
-      const __m512 w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(group[g]) + b));
+      const __m512 w_scale = T == DType::IQ4_XS
+                                 ? _mm512_loadu_ps(factors[g].chunk_scales + b * kPackedRows)
+                                 : _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(group[g]) + b));
       [[maybe_unused]] const __m512 w_min = block_mins<T>(group[g], blocks, b);
       for (int m = 0; m < MR; ++m) {
         const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(scales[b * kPanelRows + m]));
@@ -651,28 +733,32 @@ void panel_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G
 // time (12 chains and 12 accumulators for two groups fit the 32 registers), the last four or two
 // (a panel's zero rows fill a tile's rest).
 template <DType T, int G>
-void panel_groups(const MatmulArgs& a, const int64_t (&n0)[G], int32_t* offset_scratch) {
+void panel_groups(const MatmulArgs& a, const int64_t (&n0)[G], int32_t* offset_scratch, float* scale_scratch) {
   const int64_t blocks = a.K / 32;
   const size_t group_bytes = a.w_row_bytes * kPackedRows;
   const uint8_t* group[G];
-  const int32_t* offsets[G];
+  GroupFactors factors[G];
   for (int g = 0; g < G; ++g) {
     group[g] = a.w + static_cast<size_t>(n0[g] / kPackedRows) * group_bytes;
-    offsets[g] = nullptr;
     if constexpr (T == DType::Q8_0) {
       int32_t* out = offset_scratch + g * blocks * kPackedRows;
       q8_0_group_offsets(group[g], blocks, out);
-      offsets[g] = out;
+      factors[g].offsets = out;
+    } else if constexpr (T == DType::IQ4_XS) {
+      float* out = scale_scratch + g * blocks * kPackedRows;
+      for (int64_t s = 0; s < blocks / 8; ++s)
+        iq4_xs_chunk_scales(group[g] + s * kPackedIQ4XSSection, out + s * 8 * kPackedRows);
+      factors[g].chunk_scales = out;
     }
   }
   for (int64_t p0 = 0; p0 < a.M; p0 += kPanelRows) {
     const int64_t end = a.M < p0 + kPanelRows ? a.M : p0 + kPanelRows;  // no std:: template in here
     int64_t m = p0;
-    for (; end - m > 4; m += 6) panel_rows<T, 6, G>(a, m, group, n0, offsets);
+    for (; end - m > 4; m += 6) panel_rows<T, 6, G>(a, m, group, n0, factors);
     if (end - m > 2) {
-      panel_rows<T, 4, G>(a, m, group, n0, offsets);
+      panel_rows<T, 4, G>(a, m, group, n0, factors);
     } else if (end - m > 0) {
-      panel_rows<T, 2, G>(a, m, group, n0, offsets);
+      panel_rows<T, 2, G>(a, m, group, n0, factors);
     }
   }
 }
@@ -681,15 +767,17 @@ void panel_groups(const MatmulArgs& a, const int64_t (&n0)[G], int32_t* offset_s
 // time, so each broadcast of x serves 32 outputs.
 template <DType T>
 void panel_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  int32_t* offset_scratch = T == DType::Q8_0 ? int32_scratch(static_cast<size_t>(2 * a.K / 32 * kPackedRows)) : nullptr;
+  const size_t scratch = static_cast<size_t>(2 * a.K / 32 * kPackedRows);
+  int32_t* offset_scratch = T == DType::Q8_0 ? int32_scratch(scratch) : nullptr;
+  float* scale_scratch = T == DType::IQ4_XS ? float_scratch(scratch) : nullptr;
   int64_t n0 = n_begin;
   for (; n0 + 2 * kPackedRows <= n_end; n0 += 2 * kPackedRows) {
     const int64_t starts[2] = {n0, n0 + kPackedRows};
-    panel_groups<T, 2>(a, starts, offset_scratch);
+    panel_groups<T, 2>(a, starts, offset_scratch, scale_scratch);
   }
   if (n0 < n_end) {
     const int64_t starts[1] = {n0};
-    panel_groups<T, 1>(a, starts, offset_scratch);
+    panel_groups<T, 1>(a, starts, offset_scratch, scale_scratch);
   }
 }
 
@@ -1103,7 +1191,7 @@ void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t
 
 // One row of x (decode) reads every weight once and is bound by memory: it takes kStreams groups
 // at once from kStreams equal parts of the range, so as many sequential streams are in flight.
-// More rows: the blocks of 32 by x's panels (panel_matmul; the level packs x into them for
+// More rows: the blocks of 32 and iq4_xs by x's panels (panel_matmul; the level packs x into them for
 // every batch, pack_x), else a row at a time; q4_k and q5_k two groups and four rows of x at a time
 // (k4_batch_groups); q6_k one group at a time, eight rows of x at a time (then four, then the
 // rest), so each 64 bytes of weights loaded serve eight rows, and eight rows' sums (sixteen
@@ -1186,11 +1274,13 @@ void matmul_packed_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.w_type == DType::Q4_1) return packed_matmul<DType::Q4_1>(a, n_begin, n_end);
   if (a.w_type == DType::Q5_0) return packed_matmul<DType::Q5_0>(a, n_begin, n_end);
   if (a.w_type == DType::Q5_1) return packed_matmul<DType::Q5_1>(a, n_begin, n_end);
+  if (a.w_type == DType::IQ4_XS) return packed_matmul<DType::IQ4_XS>(a, n_begin, n_end);
   packed_matmul<DType::Q4_0>(a, n_begin, n_end);
 }
 
-// The level's copy of x (Isa::packed_x_size / pack_x): panels for a batch against packed q8_0,
-// q4_0 or iq4_nl (the quants and starts in the bytes, the scales in the floats), nothing else.
+// The level's copy of x (Isa::packed_x_size / pack_x): panels for a batch against the packed blocks
+// of 32 or iq4_xs (the quants and starts in the bytes, the scales, and q4_1 / q5_1's sums, in the
+// floats), nothing else.
 void panel_x_size(const MatmulArgs& a, size_t* bytes, size_t* scales) {
   *bytes = 0;
   *scales = 0;
@@ -1222,7 +1312,7 @@ void pack_x_panels(const MatmulArgs& a, int64_t panel_begin, int64_t panel_end, 
                                            : static_cast<uint8_t>(x[j]);
           }
           start = -offset * sum;
-          packed_scale[at] = a.xq_scale[m * blocks + b];
+          packed_scale[at] = a.xq_scale[x_scale_at(a.w_type, blocks, m, b)];
           if (has_mins(a.w_type)) sums_all[at] = a.xq_sum[m * blocks + b];
         } else {
           std::memset(q, 0, 32);

@@ -35,12 +35,18 @@ uint32_t unpack_fifth_bits(const uint8_t* unit, int64_t r) {
   return bits;
 }
 
-// The pieces of row r's q4_k or q5_k super-block (BlockQ4_K: d, dmin, scales[12], qs[128];
-// BlockQ5_K: qh[32] before qs) and where its group's section holds them: f(offset in the block,
-// offset in the section, bytes).
+// The pieces of row r's q4_k, q5_k or iq4_xs super-block (BlockQ4_K: d, dmin, scales[12],
+// qs[128]; BlockQ5_K: qh[32] before qs; BlockIQ4_XS: d, scales_h, scales_l[4], qs[128]) and where
+// its group's section holds them: f(offset in the block, offset in the section, bytes).
 template <class F>
-void for_each_k4_piece(DType type, int64_t r, F&& f) {
-  f(0, 2 * r, 2);       // d
+void for_each_section_piece(DType type, int64_t r, F&& f) {
+  f(0, 2 * r, 2);  // d
+  if (type == DType::IQ4_XS) {
+    for (int64_t i = 0; i < 2; ++i) f(2 + i, kPackedIQ4XSScalesHigh + 16 * i + r, 1);
+    for (int64_t i = 0; i < 4; ++i) f(4 + i, kPackedIQ4XSScalesLow + 16 * i + r, 1);
+    for (int64_t u = 0; u < 32; ++u) f(8 + 4 * u, kPackedIQ4XSQuants + (u * 16 + r) * 4, 4);
+    return;
+  }
   f(2, 32 + 2 * r, 2);  // dmin
   for (int64_t i = 0; i < 12; ++i) f(4 + i, kPackedQ4KScales + 16 * i + r, 1);
   const int64_t qs = type == DType::Q5_K ? 48 : 16;
@@ -49,6 +55,11 @@ void for_each_k4_piece(DType type, int64_t r, F&& f) {
   if (type == DType::Q5_K) {
     for (int64_t c = 0; c < 8; ++c) f(16 + 4 * c, kPackedQ5KHigh + (c * 16 + r) * 4, 4);
   }
+}
+
+// The bytes of one section (a super-block of 16 rows) of the types for_each_section_piece moves.
+size_t section_bytes(DType type) {
+  return type == DType::Q5_K ? kPackedQ5KSection : type == DType::IQ4_XS ? kPackedIQ4XSSection : kPackedQ4KSection;
 }
 
 // The 256 6-bit stored values (q + 32) of a q6_k block, in element order (quant_blocks.h):
@@ -141,15 +152,15 @@ void pack_group(DType type, const uint8_t* rows, size_t row_bytes, int64_t K, ui
     }
     return;
   }
-  if (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K) {
+  if (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K || type == DType::IQ4_XS) {
     for (int64_t r = 0; r < kPackedRows; ++r) {
       for (int64_t g = 0; g < K / kQK_K; ++g) {
         if (type != DType::Q6_K) {
-          const size_t section_bytes = type == DType::Q5_K ? kPackedQ5KSection : kPackedQ4KSection;
-          const uint8_t* block = rows + static_cast<size_t>(r) * row_bytes + g * section_bytes / kPackedRows;
-          uint8_t* section = group + g * section_bytes;
-          for_each_k4_piece(type, r,
-                            [&](int64_t at, int64_t to, size_t n) { std::memcpy(section + to, block + at, n); });
+          const size_t bytes = section_bytes(type);
+          const uint8_t* block = rows + static_cast<size_t>(r) * row_bytes + g * bytes / kPackedRows;
+          uint8_t* section = group + g * bytes;
+          for_each_section_piece(type, r,
+                                 [&](int64_t at, int64_t to, size_t n) { std::memcpy(section + to, block + at, n); });
         } else {
           pack_q6_k_block(r, rows + static_cast<size_t>(r) * row_bytes + g * sizeof(BlockQ6_K),
                           group + g * kPackedQ6KSection);
@@ -185,13 +196,13 @@ void unpack_group_row(DType type, const uint8_t* group, int64_t K, int64_t r, ui
     for (int64_t u = 0; u < K / 2; ++u) std::memcpy(row + u * 4, group + (u * kPackedRows + r) * 4, 4);
     return;
   }
-  if (type == DType::Q4_K || type == DType::Q5_K) {
-    const size_t section_bytes = type == DType::Q5_K ? kPackedQ5KSection : kPackedQ4KSection;
+  if (type == DType::Q4_K || type == DType::Q5_K || type == DType::IQ4_XS) {
+    const size_t bytes = section_bytes(type);
     for (int64_t g = 0; g < K / kQK_K; ++g) {
-      uint8_t* block = row + g * section_bytes / kPackedRows;
-      const uint8_t* section = group + g * section_bytes;
-      for_each_k4_piece(type, r,
-                        [&](int64_t at, int64_t from, size_t n) { std::memcpy(block + at, section + from, n); });
+      uint8_t* block = row + g * bytes / kPackedRows;
+      const uint8_t* section = group + g * bytes;
+      for_each_section_piece(type, r,
+                             [&](int64_t at, int64_t from, size_t n) { std::memcpy(block + at, section + from, n); });
     }
     return;
   }

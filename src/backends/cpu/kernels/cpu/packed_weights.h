@@ -1,6 +1,6 @@
 // The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl,
-// q4_k, q5_k, q6_k and bf16 matrices with N a multiple of 16, reordered at load so that dot products read sixteen rows
-// at once. The bits are the rows' own, only moved (bytes, except q5_0 / q5_1's fifth bits and q6_k's
+// q4_k, q5_k, q6_k, iq4_xs and bf16 matrices with N a multiple of 16, reordered at load so that dot products read
+// sixteen rows at once. The bits are the rows' own, only moved (bytes, except q5_0 / q5_1's fifth bits and q6_k's
 // quants): a group of 16 rows takes 16 * row_bytes, as the rows did.
 //
 // bf16: a group is units of 4 bytes, [K / 2][16][4]: unit u of row r at (u * 16 + r) * 4, the
@@ -44,6 +44,15 @@
 //             C: e_2(k) | (e_3(k) >> 4) << 6,
 //           so that three of the four values are a mask away and the fourth a few shifts.
 //   Decode reads a section's quads in order, each unit's three pieces one after another.
+// iq4_xs: a group is its super-blocks' sections, [K / 256][kPackedIQ4XSSection], each
+//   d:        [16] f16 at 0;
+//   scales_h: the 2 bytes of scales_h as 2 planes of 16 at 32: byte i of row r at 32 + 16 i + r
+//             (chunks 4i..4i+3's top 2 bits, chunk j's at bits 2 (j % 4));
+//   scales_l: the 4 bytes as 4 planes of 16 at 64: byte i of row r at 64 + 16 i + r (chunk 2i's
+//             low 4 bits in the low nibble, chunk 2i + 1's in the high one);
+//   quants:   [32][16][4] at 128: unit u of row r at 128 + (u * 16 + r) * 4, the row's qs bytes
+//             4u..4u+3: unit u = 4j + c holds chunk j's elements 32j + 4c + i in the low nibbles
+//             and 32j + 16 + 4c + i in the high ones (iq4_nl's units, the chunk as the block).
 // So 64 bytes of quants are one 4-byte unit of each of the 16 rows: what vpdpbusd takes with the
 // rows in its 16 lanes, and (nibbles split) a row of an AMX B tile (amx.cpp).
 #pragma once
@@ -71,6 +80,12 @@ inline constexpr int64_t kPackedQ5KSection = 16 * sizeof(BlockQ5_K);
 inline constexpr int64_t kPackedQ5KHigh = kPackedQ4KQuants;
 inline constexpr int64_t kPackedQ5KQuants = kPackedQ5KHigh + 8 * 64;
 static_assert(kPackedQ5KQuants + 32 * 64 == kPackedQ5KSection, "factors, 8 qh units, 32 quant units");
+// One iq4_xs super-block of a group's 16 rows: d, the scale planes, the quant units.
+inline constexpr int64_t kPackedIQ4XSSection = 16 * sizeof(BlockIQ4_XS);
+inline constexpr int64_t kPackedIQ4XSScalesHigh = 32;
+inline constexpr int64_t kPackedIQ4XSScalesLow = 64;
+inline constexpr int64_t kPackedIQ4XSQuants = 128;
+static_assert(kPackedIQ4XSQuants + 32 * 64 == kPackedIQ4XSSection, "d, scale planes, 32 quant units");
 
 // The types in blocks of 32 with an f16 scale first: q8_0, q4_0, q4_1, q5_0, q5_1 and iq4_nl.
 constexpr bool is_packed_block_of_32(DType t) {
@@ -78,12 +93,13 @@ constexpr bool is_packed_block_of_32(DType t) {
          t == DType::IQ4_NL;
 }
 constexpr bool is_packable_type(DType t) {
-  return is_packed_block_of_32(t) || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::BF16;
+  return is_packed_block_of_32(t) || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS ||
+         t == DType::BF16;
 }
 // The elements of K a packed row must come in: a block (32), a super-block (256) or bf16's pair.
 constexpr int64_t packed_k_multiple(DType t) {
   if (t == DType::BF16) return 2;
-  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ? kQK_K : 32;
+  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS ? kQK_K : 32;
 }
 // The blocks of 32, per block of one row: the f16 factors (d; q4_1 and q5_1: d, m), the fifth bits
 // (q5_0, q5_1: 4 bytes), the quant bytes (q8_0: 32, the others' nibbles 16); as stored and as the
