@@ -150,7 +150,7 @@ struct Isa {
   // multiples of 16. nullptr elsewhere: matmul.cpp unpacks the rows for `matmul`. Every level that
   // has it computes each output with the same operations in the same order (per block, the exact
   // integer dot product, then acc = fma(f32(dot), weight scale * x scale, acc) in increasing k (q4_1 /
-  // q5_1: then acc = fma(m, x's block sum s, acc)),
+  // q5_1: then acc = fma(m, x's block sum s, acc); iq4_xs the same per chunk of 32, its scale d * (ls - 32)),
   // the k-quants' sub-blocks summed exactly and one step per super-block (q4_k / q5_k: two, the sums
   // and then the mins, packed_q4_k.h add_super_block), packed_weights.h; then acc + bias), so they agree
   // bit for bit, for every M (small_batch_rows does not apply). bf16 reaches it only with x rounded
