@@ -417,12 +417,6 @@ constexpr bool has_table(DType t) {
   return t == DType::IQ4_NL || t == DType::IQ4_XS;
 }
 
-// The packed types read a block of 32 at a time: the blocks of 32, and iq4_xs's chunks of 32 (its
-// super-block's d * (ls - 32) as the chunk's scale, x's q8_K scale per 256 for each of its chunks).
-constexpr bool by_blocks_of_32(DType t) {
-  return is_packed_block_of_32(t) || t == DType::IQ4_XS;
-}
-
 // Where x's scale for block b of row m is (a.xq_scale: q8_0 / q8_1 per block, q8_K per 256).
 constexpr int64_t x_scale_at(DType t, int64_t blocks, int64_t m, int64_t b) {
   return t == DType::IQ4_XS ? m * (blocks / 8) + b / 8 : m * blocks + b;
@@ -624,8 +618,10 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
 // batches ran at half the peak).
 constexpr int64_t kPanelRows = 16;  // matmul.cpp's tile of pack_x work
 
+// The packed types read a block of 32 at a time: the blocks of 32, and iq4_xs's chunks of 32 (its
+// super-block's d * (ls - 32) as the chunk's scale, x's q8_K scale per 256 for each of its chunks).
 constexpr bool takes_panels(DType t) {
-  return by_blocks_of_32(t);
+  return is_packed_block_of_32(t) || t == DType::IQ4_XS;
 }
 
 int64_t panel_count(const MatmulArgs& a) {
