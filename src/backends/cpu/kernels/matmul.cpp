@@ -74,14 +74,14 @@ void round_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, cpu::ActivationQuant
   if (quant == cpu::ActivationQuant::Q8_1) xq_sum.resize(static_cast<size_t>(args.M * (K / 32)));
   if (quant == cpu::ActivationQuant::Q8_K) xq_bsum.resize(static_cast<size_t>(args.M * (K / 16)));
   // Packed weights' vector loops on x in rows also read its quants + 128 (q8_0) or its block sums
-  // (q4_0, q5_0, iq4_nl, iq4_xs): where the level keeps no copy of its own for this call (pack_x: batches go
-  // by that copy, amx's tiles or the vector loops' panels; decode by the rows).
+  // (q4_0, q5_0, iq4_nl; iq4_xs takes q8_K's sums): where the level keeps no copy of its own for this call
+  // (pack_x: batches go by that copy, amx's tiles or the vector loops' panels; decode by the rows).
   size_t own_bytes = 0, own_scales = 0;
   if (isa.packed_x_size != nullptr) isa.packed_x_size(args, &own_bytes, &own_scales);
   const bool vector_forms = args.w_packed && isa.matmul_packed != nullptr && own_bytes == 0;
   const bool flip = vector_forms && args.w_type == DType::Q8_0;
-  const bool sum_blocks = vector_forms && (args.w_type == DType::Q4_0 || args.w_type == DType::Q5_0 ||
-                                           args.w_type == DType::IQ4_NL || args.w_type == DType::IQ4_XS);
+  const bool sum_blocks =
+      vector_forms && (args.w_type == DType::Q4_0 || args.w_type == DType::Q5_0 || args.w_type == DType::IQ4_NL);
   if (flip) flipped.resize(xq.size());
   if (sum_blocks) block_sum.resize(static_cast<size_t>(args.M * (K / 32)));
   // The buffers by pointer: inside the tasks, the names would be the pool threads' own.

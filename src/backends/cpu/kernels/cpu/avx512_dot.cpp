@@ -422,6 +422,18 @@ constexpr int64_t x_scale_at(DType t, int64_t blocks, int64_t m, int64_t b) {
   return t == DType::IQ4_XS ? m * (blocks / 8) + b / 8 : m * blocks + b;
 }
 
+// The sum of x's quants in block b of row m: q8_K's two sums of 16 (iq4_xs), else matmul.cpp's
+// sums of 32 (a.xq_block_sum).
+template <DType T>
+inline int32_t x_block_sum(const MatmulArgs& a, int64_t blocks, int64_t m, int64_t b) {
+  if constexpr (T == DType::IQ4_XS) {
+    const int16_t* bsum = a.xq_bsum + m * blocks * 2 + b * 2;
+    return bsum[0] + bsum[1];
+  } else {
+    return a.xq_block_sum[m * blocks + b];
+  }
+}
+
 // Block b's first quant unit (after q5's unit of fifth bits) in a packed group of `blocks` blocks.
 template <DType T>
 inline const uint8_t* block_units(const uint8_t* group, int64_t blocks, int64_t b) {
@@ -529,7 +541,7 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
     for (int m = 0; m < MR; ++m) {
       x_scale[m] = _mm512_set1_ps(a.xq_scale[x_scale_at(T, blocks, m0 + m, b)]);
       start[m] = kNibbleOffset == 0 ? _mm512_setzero_si512()
-                                    : _mm512_set1_epi32(-kNibbleOffset * a.xq_block_sum[(m0 + m) * blocks + b]);
+                                    : _mm512_set1_epi32(-kNibbleOffset * x_block_sum<T>(a, blocks, m0 + m, b));
     }
     if constexpr (T == DType::IQ4_XS) {
       if (b % 8 == 0) {
