@@ -1022,19 +1022,165 @@ void packed_k4_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gro
   }
 }
 
-// A batch against packed q4_k or q5_k: G groups at a time (packed_k4_batch), four rows of x at a
+// A packed q3_k section's 16 rows' scales sc_j - 32 as signed bytes, [sub-block j][row]: the low 4
+// bits from planes 0-7 (j < 8: plane j's low nibbles, else plane j - 8's high ones), the top 2 from
+// plane 8 + j % 4's bits 2 (j / 4), the four planes in the four 128-bit lanes of each vector
+// (16-bit shifts: the bits they carry across bytes are masked off).
+inline void q3_k_scales(const uint8_t* section, int8_t* out) {
+  const __m512i first = _mm512_loadu_si512(section + kPackedQ3KScales);        // planes 0-3
+  const __m512i second = _mm512_loadu_si512(section + kPackedQ3KScales + 64);  // planes 4-7
+  const __m512i high = _mm512_loadu_si512(section + kPackedQ3KScales + 128);   // planes 8-11
+  auto store = [&](int quarter, __m512i low, __m512i top) {
+    const __m512i scale =
+        _mm512_or_si512(_mm512_and_si512(low, _mm512_set1_epi8(0x0F)), _mm512_and_si512(top, _mm512_set1_epi8(0x30)));
+    _mm512_store_si512(out + 64 * quarter, _mm512_sub_epi8(scale, _mm512_set1_epi8(32)));
+  };
+  store(0, first, _mm512_slli_epi16(high, 4));
+  store(1, second, _mm512_slli_epi16(high, 2));
+  store(2, _mm512_srli_epi16(first, 4), high);
+  store(3, _mm512_srli_epi16(second, 4), _mm512_srli_epi16(high, 2));
+}
+
+// The values q + 4 (0..7, unsigned) of elements 128n + 32t + 4c.. of a packed q3_k section, the 16
+// rows' 4 bytes each, from qs unit 8n + c (bits 2t, 2t + 1) and hmask unit c (bit 4n + t, the
+// third): (qs >> 2t & 3) | (hm shifted to bit 2 & 4) by one vpternlogd (16-bit shifts of at most 6:
+// the bits they carry across bytes land outside the masks).
+template <int N, int T>
+inline __m512i q3_k_values(__m512i qs, __m512i hm) {
+  const __m512i low = T == 0 ? qs : _mm512_srli_epi16(qs, 2 * T);
+  const __m512i third = _mm512_and_si512(shift_epi16<2 - 4 * N - T>(hm), _mm512_set1_epi8(4));
+  return _mm512_ternarylogic_epi32(low, _mm512_set1_epi8(3), third, 0xEA);  // (low & 3) | third
+}
+
+// Packed q3_k (packed_weights.h) against x rounded to q8_K, the 16 rows of a group in the 16 lanes.
+// Per sub-block j of 16, each row's exact integer dot product of q + 4 (unsigned) with x by 4
+// vpdpbusd started from -4 * (x's sum over sub-block j, q8_K's bsum): exactly sum q x; times the
+// row's scale sc_j - 32 (vpmulld), summed over the super-block into an exact int32 (|sum| < 2^23);
+// then acc = fma(f32(sum), d * x's scale, acc), super-block after super-block, and the bias at the
+// end. Decode (one row of x, G streams): a quarter's (n, c / 4) four sub-blocks at once, so each
+// stream reads its qs units in order and each unit's four values are made once; batches: a
+// sub-block at a time, MR rows of x and G groups sharing each unit's values. The integer sums are
+// exact, so both orders give the same bits.
+template <int MR, int G>
+void packed_q3_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+  const int64_t supers = a.K / kQK_K;
+  __m512 acc[G][MR];
+  for (int g = 0; g < G; ++g) {
+    for (int m = 0; m < MR; ++m) acc[g][m] = _mm512_setzero_ps();
+  }
+  for (int64_t s = 0; s < supers; ++s) {
+    const int8_t* x[MR];
+    const int16_t* bsum[MR];
+    for (int m = 0; m < MR; ++m) {
+      x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
+      bsum[m] = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
+    }
+    const uint8_t* section[G];
+    alignas(64) int8_t scale[G][16 * kPackedRows];
+    __m512i sum[G][MR];
+    for (int g = 0; g < G; ++g) {
+      section[g] = group[g] + s * kPackedQ3KSection;
+      if (G > 1 && a.prefetch) {
+        for (int64_t off = 0; off < kPackedQ3KQuants; off += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(section[g] + off + kPackedPrefetchBytes), _MM_HINT_T0);
+      }
+      q3_k_scales(section[g], scale[g]);
+      for (int m = 0; m < MR; ++m) sum[g][m] = _mm512_setzero_si512();
+    }
+    // Sub-block j's dot products ([g][m]) times its scales, into the sums.
+    auto add_scaled = [&](int j, const __m512i(&dot)[G][MR]) {
+      for (int g = 0; g < G; ++g) {
+        const __m512i sc =
+            _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(scale[g] + j * kPackedRows)));
+        for (int m = 0; m < MR; ++m) sum[g][m] = _mm512_add_epi32(sum[g][m], _mm512_mullo_epi32(dot[g][m], sc));
+      }
+    };
+    auto start = [&](int m, int j) { return _mm512_set1_epi32(-4 * bsum[m][j]); };
+    auto hmask_at = [&](int g, int c) { return _mm512_loadu_si512(section[g] + kPackedQ3KHigh + c * 64); };
+    auto qs_at = [&](int g, int u) { return section[g] + kPackedQ3KQuants + u * 64; };
+    if constexpr (MR == 1) {
+      auto quarter = [&](auto Q) {  // elements 128n + 32t + 16h.. for t = 0..3: sub-blocks 8n + 2t + h
+        constexpr int kN = decltype(Q)::value / 2, kH = decltype(Q)::value % 2;
+        __m512i dot[4][G][MR];
+        for (int t = 0; t < 4; ++t) {
+          for (int g = 0; g < G; ++g) dot[t][g][0] = start(0, 8 * kN + 2 * t + kH);
+        }
+        for (int c = 4 * kH; c < 4 * kH + 4; ++c) {
+          for (int g = 0; g < G; ++g) {
+            const uint8_t* unit = qs_at(g, 8 * kN + c);
+            if (G > 1 && a.prefetch)
+              _mm_prefetch(reinterpret_cast<const char*>(unit + kPackedPrefetchBytes), _MM_HINT_T0);
+            const __m512i qs = _mm512_loadu_si512(unit), hm = hmask_at(g, c);
+            auto value = [&](auto T) {
+              constexpr int kT = decltype(T)::value;
+              dot[kT][g][0] = _mm512_dpbusd_epi32(dot[kT][g][0], q3_k_values<kN, kT>(qs, hm),
+                                                  broadcast4(x[0] + 128 * kN + 32 * kT + 4 * c));
+            };
+            blocks::unroll<0, 4>(value);
+          }
+        }
+        for (int t = 0; t < 4; ++t) add_scaled(8 * kN + 2 * t + kH, dot[t]);
+      };
+      blocks::unroll<0, 4>(quarter);
+    } else {
+      auto sub_block = [&](auto J) {  // j = 8n + 2t + h: units c = 4h..4h + 3
+        constexpr int kJ = decltype(J)::value, kN = kJ / 8, kT = kJ % 8 / 2, kH = kJ % 2;
+        __m512i dot[G][MR];
+        for (int g = 0; g < G; ++g) {
+          for (int m = 0; m < MR; ++m) dot[g][m] = start(m, kJ);
+        }
+        for (int c = 4 * kH; c < 4 * kH + 4; ++c) {
+          __m512i w[G];
+          for (int g = 0; g < G; ++g)
+            w[g] = q3_k_values<kN, kT>(_mm512_loadu_si512(qs_at(g, 8 * kN + c)), hmask_at(g, c));
+          for (int m = 0; m < MR; ++m) {
+            const __m512i xv = broadcast4(x[m] + 128 * kN + 32 * kT + 4 * c);
+            for (int g = 0; g < G; ++g) dot[g][m] = _mm512_dpbusd_epi32(dot[g][m], w[g], xv);
+          }
+        }
+        add_scaled(kJ, dot);
+      };
+      blocks::unroll<0, 16>(sub_block);
+    }
+    for (int g = 0; g < G; ++g) {
+      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(section[g])));
+      for (int m = 0; m < MR; ++m) {
+        const __m512 x_scale = _mm512_set1_ps(a.xq_scale[(m0 + m) * supers + s]);
+        acc[g][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[g][m]), _mm512_mul_ps(d, x_scale), acc[g][m]);
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0[g]) : _mm512_setzero_ps();
+    for (int m = 0; m < MR; ++m) {
+      _mm512_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g], _mm512_add_ps(acc[g][m], bias));
+    }
+  }
+}
+
+// MR rows of x against G groups of a packed super-block type's batch loops.
+template <DType T, int MR, int G>
+void super_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+  if constexpr (T == DType::Q3_K) {
+    packed_q3_k_rows<MR, G>(a, m0, group, n0);
+  } else {
+    packed_k4_batch<T, MR, G>(a, m0, group, n0);
+  }
+}
+
+// A batch against packed q3_k, q4_k or q5_k: G groups at a time (super_batch), four rows of x at a
 // time, then the rest.
 template <DType T, int G>
-void k4_batch_groups(const MatmulArgs& a, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+void super_batch_groups(const MatmulArgs& a, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   int64_t m = 0;
-  for (; m + 4 <= a.M; m += 4) packed_k4_batch<T, 4, G>(a, m, group, n0);
+  for (; m + 4 <= a.M; m += 4) super_batch<T, 4, G>(a, m, group, n0);
   switch (a.M - m) {
     case 3:
-      return packed_k4_batch<T, 3, G>(a, m, group, n0);
+      return super_batch<T, 3, G>(a, m, group, n0);
     case 2:
-      return packed_k4_batch<T, 2, G>(a, m, group, n0);
+      return super_batch<T, 2, G>(a, m, group, n0);
     case 1:
-      return packed_k4_batch<T, 1, G>(a, m, group, n0);
+      return super_batch<T, 1, G>(a, m, group, n0);
     default:
       return;
   }
@@ -1183,6 +1329,8 @@ template <DType T, int MR, int G>
 void packed_type_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     packed_k4_rows<T, MR, G>(a, m0, group, n0);
+  } else if constexpr (T == DType::Q3_K) {
+    packed_q3_k_rows<MR, G>(a, m0, group, n0);
   } else if constexpr (T == DType::Q6_K) {
     packed_q6_k_rows<MR, G>(a, m0, group, n0);
   } else {
@@ -1200,8 +1348,8 @@ void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t
 // One row of x (decode) reads every weight once and is bound by memory: it takes kStreams groups
 // at once from kStreams equal parts of the range, so as many sequential streams are in flight.
 // More rows: the blocks of 32 and iq4_xs by x's panels (panel_matmul; the level packs x into them for
-// every batch, pack_x), else a row at a time; q4_k and q5_k two groups and four rows of x at a time
-// (k4_batch_groups); q6_k one group at a time, eight rows of x at a time (then four, then the
+// every batch, pack_x), else a row at a time; q3_k, q4_k and q5_k two groups and four rows of x at a
+// time (super_batch_groups); q6_k one group at a time, eight rows of x at a time (then four, then the
 // rest), so each 64 bytes of weights loaded serve eight rows, and eight rows' sums (sixteen
 // chains) hide vpdpbusd's latency.
 template <DType T>
@@ -1227,23 +1375,23 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
       packed_type_rows<T, 1, kStreams>(a, 0, groups, n0);
     }
     n_rest = n_begin + kStreams * part;
-  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+  } else if constexpr (T == DType::Q3_K || T == DType::Q4_K || T == DType::Q5_K) {
     int64_t n0 = n_begin;
     for (; n0 + 2 * kPackedRows <= n_end; n0 += 2 * kPackedRows) {
       const uint8_t* const groups[2] = {group_at(n0), group_at(n0) + group_bytes};
       const int64_t starts[2] = {n0, n0 + kPackedRows};
-      k4_batch_groups<T, 2>(a, groups, starts);
+      super_batch_groups<T, 2>(a, groups, starts);
     }
     if (n0 < n_end) {
       const uint8_t* const groups[1] = {group_at(n0)};
       const int64_t starts[1] = {n0};
-      k4_batch_groups<T, 1>(a, groups, starts);
+      super_batch_groups<T, 1>(a, groups, starts);
     }
     return;
   }
   for (int64_t n0 = n_rest; n0 < n_end; n0 += kPackedRows) {
     const uint8_t* group = group_at(n0);
-    if constexpr (takes_panels(T) || T == DType::Q4_K || T == DType::Q5_K) {  // q4_k, q5_k: M is 1 here
+    if constexpr (takes_panels(T) || T == DType::Q3_K || T == DType::Q4_K || T == DType::Q5_K) {  // q3_k..q5_k: M is 1
       for (int64_t m = 0; m < a.M; ++m) packed_group<T, 1>(a, m, group, n0);
     } else {
       constexpr int kPackedBatchRows = 8;
@@ -1275,6 +1423,7 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 void matmul_packed_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.w_type == DType::BF16) return matmul_packed_bf16(a, n_begin, n_end);
   if (a.w_type == DType::Q8_0) return packed_matmul<DType::Q8_0>(a, n_begin, n_end);
+  if (a.w_type == DType::Q3_K) return packed_matmul<DType::Q3_K>(a, n_begin, n_end);
   if (a.w_type == DType::Q4_K) return packed_matmul<DType::Q4_K>(a, n_begin, n_end);
   if (a.w_type == DType::Q5_K) return packed_matmul<DType::Q5_K>(a, n_begin, n_end);
   if (a.w_type == DType::Q6_K) return packed_matmul<DType::Q6_K>(a, n_begin, n_end);

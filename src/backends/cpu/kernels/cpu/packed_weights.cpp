@@ -35,11 +35,19 @@ uint32_t unpack_fifth_bits(const uint8_t* unit, int64_t r) {
   return bits;
 }
 
-// The pieces of row r's q4_k, q5_k or iq4_xs super-block (BlockQ4_K: d, dmin, scales[12],
-// qs[128]; BlockQ5_K: qh[32] before qs; BlockIQ4_XS: d, scales_h, scales_l[4], qs[128]) and where
-// its group's section holds them: f(offset in the block, offset in the section, bytes).
+// The pieces of row r's q3_k, q4_k, q5_k or iq4_xs super-block (BlockQ3_K: hmask[32], qs[64],
+// scales[12], d; BlockQ4_K: d, dmin, scales[12], qs[128]; BlockQ5_K: qh[32] before qs;
+// BlockIQ4_XS: d, scales_h, scales_l[4], qs[128]) and where its group's section holds them:
+// f(offset in the block, offset in the section, bytes).
 template <class F>
 void for_each_section_piece(DType type, int64_t r, F&& f) {
+  if (type == DType::Q3_K) {
+    f(offsetof(BlockQ3_K, d), 2 * r, 2);
+    for (int64_t i = 0; i < 12; ++i) f(offsetof(BlockQ3_K, scales) + i, kPackedQ3KScales + 16 * i + r, 1);
+    for (int64_t c = 0; c < 8; ++c) f(offsetof(BlockQ3_K, hmask) + 4 * c, kPackedQ3KHigh + (c * 16 + r) * 4, 4);
+    for (int64_t u = 0; u < 16; ++u) f(offsetof(BlockQ3_K, qs) + 4 * u, kPackedQ3KQuants + (u * 16 + r) * 4, 4);
+    return;
+  }
   f(0, 2 * r, 2);  // d
   if (type == DType::IQ4_XS) {
     for (int64_t i = 0; i < 2; ++i) f(2 + i, kPackedIQ4XSScalesHigh + 16 * i + r, 1);
@@ -59,7 +67,16 @@ void for_each_section_piece(DType type, int64_t r, F&& f) {
 
 // The bytes of one section (a super-block of 16 rows) of the types for_each_section_piece moves.
 size_t section_bytes(DType type) {
-  return type == DType::Q5_K ? kPackedQ5KSection : type == DType::IQ4_XS ? kPackedIQ4XSSection : kPackedQ4KSection;
+  switch (type) {
+    case DType::Q3_K:
+      return kPackedQ3KSection;
+    case DType::Q5_K:
+      return kPackedQ5KSection;
+    case DType::IQ4_XS:
+      return kPackedIQ4XSSection;
+    default:
+      return kPackedQ4KSection;
+  }
 }
 
 // The 256 6-bit stored values (q + 32) of a q6_k block, in element order (quant_blocks.h):
@@ -152,7 +169,7 @@ void pack_group(DType type, const uint8_t* rows, size_t row_bytes, int64_t K, ui
     }
     return;
   }
-  if (type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K || type == DType::IQ4_XS) {
+  if (is_packed_super_block(type)) {
     for (int64_t r = 0; r < kPackedRows; ++r) {
       for (int64_t g = 0; g < K / kQK_K; ++g) {
         if (type != DType::Q6_K) {
@@ -196,7 +213,7 @@ void unpack_group_row(DType type, const uint8_t* group, int64_t K, int64_t r, ui
     for (int64_t u = 0; u < K / 2; ++u) std::memcpy(row + u * 4, group + (u * kPackedRows + r) * 4, 4);
     return;
   }
-  if (type == DType::Q4_K || type == DType::Q5_K || type == DType::IQ4_XS) {
+  if (is_packed_super_block(type) && type != DType::Q6_K) {
     const size_t bytes = section_bytes(type);
     for (int64_t g = 0; g < K / kQK_K; ++g) {
       uint8_t* block = row + g * bytes / kPackedRows;

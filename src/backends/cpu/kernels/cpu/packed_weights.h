@@ -1,5 +1,5 @@
 // The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl,
-// q4_k, q5_k, q6_k, iq4_xs and bf16 matrices with N a multiple of 16, reordered at load so that dot products read
+// q3_k, q4_k, q5_k, q6_k, iq4_xs and bf16 matrices with N a multiple of 16, reordered at load so that dot products read
 // sixteen rows at once. The bits are the rows' own, only moved (bytes, except q5_0 / q5_1's fifth bits and q6_k's
 // quants): a group of 16 rows takes 16 * row_bytes, as the rows did.
 //
@@ -20,6 +20,14 @@
 //           block's fifth bits, [16][4]: bit 2c + h of byte i of row r's four is the fifth bit of
 //           its element 4c + i + 16h (the element in byte i of its unit c, low (h = 0) or high
 //           nibble); then q4_0's 4 units of the block (the low four bits of q + 16, or of q).
+// q3_k: a group is its super-blocks' sections, [K / 256][kPackedQ3KSection], each
+//   d:      [16] f16 at 0;
+//   scales: the 12 packed scale bytes as 12 planes of 16 at 32: byte i of row r at 32 + 16 i + r;
+//   hmask:  [8][16][4] at 224: unit c of row r at 224 + (c * 16 + r) * 4, the row's hmask bytes
+//           4c..4c+3, whose bit 4n + t is the third bit of element 128n + 32t + 4c + i (ggml);
+//   quants: [16][16][4] at 736: unit u = 8n + c of row r at 736 + (u * 16 + r) * 4, the row's qs
+//           bytes 32n + 4c..+3, whose bits 2t, 2t + 1 are the low two of element 128n + 32t + 4c + i
+//           (sub-block 8n + 2t + c / 4).
 // q4_k: a group is its super-blocks' sections, [K / 256][kPackedQ4KSection], each
 //   d:      [16] f16 at 0, row r's at 2r;
 //   dmin:   [16] f16 at 32;
@@ -65,6 +73,12 @@
 namespace ferry::kernels::cpu {
 
 inline constexpr int64_t kPackedRows = 16;
+// One q3_k super-block of a group's 16 rows: d, the scale planes, the hmask units, the qs units.
+inline constexpr int64_t kPackedQ3KSection = 16 * sizeof(BlockQ3_K);
+inline constexpr int64_t kPackedQ3KScales = 32;
+inline constexpr int64_t kPackedQ3KHigh = 224;
+inline constexpr int64_t kPackedQ3KQuants = kPackedQ3KHigh + 8 * 64;
+static_assert(kPackedQ3KQuants + 16 * 64 == kPackedQ3KSection, "d, 12 scale planes, 8 hmask units, 16 qs units");
 // One q4_k super-block of a group's 16 rows: d, dmin, the scale planes, the quant units.
 inline constexpr int64_t kPackedQ4KSection = 16 * sizeof(BlockQ4_K);
 inline constexpr int64_t kPackedQ4KScales = 64;
@@ -92,14 +106,17 @@ constexpr bool is_packed_block_of_32(DType t) {
   return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 ||
          t == DType::IQ4_NL;
 }
+// The super-blocks of 256 packed as sections of 16 rows: q3_k, q4_k, q5_k, q6_k and iq4_xs.
+constexpr bool is_packed_super_block(DType t) {
+  return t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS;
+}
 constexpr bool is_packable_type(DType t) {
-  return is_packed_block_of_32(t) || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS ||
-         t == DType::BF16;
+  return is_packed_block_of_32(t) || is_packed_super_block(t) || t == DType::BF16;
 }
 // The elements of K a packed row must come in: a block (32), a super-block (256) or bf16's pair.
 constexpr int64_t packed_k_multiple(DType t) {
   if (t == DType::BF16) return 2;
-  return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS ? kQK_K : 32;
+  return is_packed_super_block(t) ? kQK_K : 32;
 }
 // The blocks of 32, per block of one row: the f16 factors (d; q4_1 and q5_1: d, m), the fifth bits
 // (q5_0, q5_1: 4 bytes), the quant bytes (q8_0: 32, the others' nibbles 16); as stored and as the
