@@ -328,7 +328,7 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // for 1 to 3 threads, and every level with packed kernels gives the same bits as the others (amx's packed iq4_nl,
   // q3_k, q5_k, q6_k and iq4_xs: the vector loops at every batch). The small batches reach each tile of the panels'
   // loops (the blocks of 32 and iq4_xs: 6, 4 and 2 rows of a 16-row panel, one or two groups as the threads split N)
-  // and each remainder of the rows' batches of 8 (q3_k, q4_k, q5_k: 4). bf16 (on the levels with BF16 dot products):
+  // and each remainder of the rows' batches of 8 (q4_k, q5_k: 4). bf16 (on the levels with BF16 dot products):
   // tiles of 6 rows and each remainder, 1 and 2 groups (the threads' ranges; Bf16CallsTakeThePackedKernels runs 4), 200
   // rows (two blocks of rows) and a K of two slices (partial sums kept in y between them).
   SimdLevelGuard guard;

@@ -1054,26 +1054,33 @@ inline __m512i q3_k_values(__m512i qs, __m512i hm) {
 
 // Packed q3_k (packed_weights.h) against x rounded to q8_K, the 16 rows of a group in the 16 lanes.
 // Per sub-block j of 16, each row's exact integer dot product of q + 4 (unsigned) with x by 4
-// vpdpbusd started from -4 * (x's sum over sub-block j, q8_K's bsum): exactly sum q x; times the
-// row's scale sc_j - 32 (vpmulld), summed over the super-block into an exact int32 (|sum| < 2^23);
-// then acc = fma(f32(sum), d * x's scale, acc), super-block after super-block, and the bias at the
-// end. Decode (one row of x, G streams): a quarter's (n, c / 4) four sub-blocks at once, so each
-// stream reads its qs units in order and each unit's four values are made once; batches: a
-// sub-block at a time, MR rows of x and G groups sharing each unit's values. The integer sums are
-// exact, so both orders give the same bits.
+// vpdpbusd started from -4 * (x's sum over sub-block j, q8_K's bsum): exactly sum q x, |.| <= 16 *
+// 4 * 128, so it is its own low int16; one vpdpwssd against sc_j - 32 in each lane's low int16
+// (zero above) adds (sc_j - 32) * that to the super-block's exact int32 sum (|sum| < 2^23); then
+// y = fma(f32(sum), d * x's scale, y), super-block after super-block, y's rows the accumulators,
+// and the bias at the end. Decode (one row of x, G streams): a quarter's (n, c / 4) four
+// sub-blocks at once, so each stream reads its qs units in order and each unit's four values are
+// made once; batches (one group, eight rows of x): a sub-block at a time, the rows sharing each
+// unit's values. The integer sums are exact, so both orders give the same bits.
 template <int MR, int G>
 void packed_q3_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   const int64_t supers = a.K / kQK_K;
-  __m512 acc[G][MR];
+  float* y[G][MR];
   for (int g = 0; g < G; ++g) {
-    for (int m = 0; m < MR; ++m) acc[g][m] = _mm512_setzero_ps();
+    for (int m = 0; m < MR; ++m) {
+      y[g][m] = a.y + (m0 + m) * a.y_stride + n0[g];
+      _mm512_storeu_ps(y[g][m], _mm512_setzero_ps());
+    }
   }
   for (int64_t s = 0; s < supers; ++s) {
     const int8_t* x[MR];
-    const int16_t* bsum[MR];
+    alignas(64) int32_t starts[MR][16];  // -4 * x's bsum, broadcast from memory (a load, no ALU)
     for (int m = 0; m < MR; ++m) {
       x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
-      bsum[m] = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
+      const __m256i bsum =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16));
+      _mm512_store_si512(starts[m],
+                         _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_cvtepi16_epi32(bsum), 2)));
     }
     const uint8_t* section[G];
     alignas(64) int8_t scale[G][16 * kPackedRows];
@@ -1090,12 +1097,12 @@ void packed_q3_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
     // Sub-block j's dot products ([g][m]) times its scales, into the sums.
     auto add_scaled = [&](int j, const __m512i(&dot)[G][MR]) {
       for (int g = 0; g < G; ++g) {
-        const __m512i sc =
-            _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(scale[g] + j * kPackedRows)));
-        for (int m = 0; m < MR; ++m) sum[g][m] = _mm512_add_epi32(sum[g][m], _mm512_mullo_epi32(dot[g][m], sc));
+        const __m512i sc = _mm512_and_si512(
+            _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(scale[g] + j * kPackedRows))),
+            _mm512_set1_epi32(0xFFFF));
+        for (int m = 0; m < MR; ++m) sum[g][m] = _mm512_dpwssd_epi32(sum[g][m], dot[g][m], sc);
       }
     };
-    auto start = [&](int m, int j) { return _mm512_set1_epi32(-4 * bsum[m][j]); };
     auto hmask_at = [&](int g, int c) { return _mm512_loadu_si512(section[g] + kPackedQ3KHigh + c * 64); };
     auto qs_at = [&](int g, int u) { return section[g] + kPackedQ3KQuants + u * 64; };
     if constexpr (MR == 1) {
@@ -1103,7 +1110,7 @@ void packed_q3_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
         constexpr int kN = decltype(Q)::value / 2, kH = decltype(Q)::value % 2;
         __m512i dot[4][G][MR];
         for (int t = 0; t < 4; ++t) {
-          for (int g = 0; g < G; ++g) dot[t][g][0] = start(0, 8 * kN + 2 * t + kH);
+          for (int g = 0; g < G; ++g) dot[t][g][0] = _mm512_set1_epi32(starts[0][8 * kN + 2 * t + kH]);
         }
         for (int c = 4 * kH; c < 4 * kH + 4; ++c) {
           for (int g = 0; g < G; ++g) {
@@ -1127,7 +1134,7 @@ void packed_q3_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
         constexpr int kJ = decltype(J)::value, kN = kJ / 8, kT = kJ % 8 / 2, kH = kJ % 2;
         __m512i dot[G][MR];
         for (int g = 0; g < G; ++g) {
-          for (int m = 0; m < MR; ++m) dot[g][m] = start(m, kJ);
+          for (int m = 0; m < MR; ++m) dot[g][m] = _mm512_set1_epi32(starts[m][kJ]);
         }
         for (int c = 4 * kH; c < 4 * kH + 4; ++c) {
           __m512i w[G];
@@ -1146,41 +1153,31 @@ void packed_q3_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
       const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(section[g])));
       for (int m = 0; m < MR; ++m) {
         const __m512 x_scale = _mm512_set1_ps(a.xq_scale[(m0 + m) * supers + s]);
-        acc[g][m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[g][m]), _mm512_mul_ps(d, x_scale), acc[g][m]);
+        _mm512_storeu_ps(y[g][m], _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[g][m]), _mm512_mul_ps(d, x_scale),
+                                                  _mm512_loadu_ps(y[g][m])));
       }
     }
   }
+  if (a.bias == nullptr) return;
   for (int g = 0; g < G; ++g) {
-    const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0[g]) : _mm512_setzero_ps();
-    for (int m = 0; m < MR; ++m) {
-      _mm512_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g], _mm512_add_ps(acc[g][m], bias));
-    }
+    const __m512 bias = _mm512_loadu_ps(a.bias + n0[g]);
+    for (int m = 0; m < MR; ++m) _mm512_storeu_ps(y[g][m], _mm512_add_ps(_mm512_loadu_ps(y[g][m]), bias));
   }
 }
 
-// MR rows of x against G groups of a packed super-block type's batch loops.
-template <DType T, int MR, int G>
-void super_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
-  if constexpr (T == DType::Q3_K) {
-    packed_q3_k_rows<MR, G>(a, m0, group, n0);
-  } else {
-    packed_k4_batch<T, MR, G>(a, m0, group, n0);
-  }
-}
-
-// A batch against packed q3_k, q4_k or q5_k: G groups at a time (super_batch), four rows of x at a
+// A batch against packed q4_k or q5_k: G groups at a time (packed_k4_batch), four rows of x at a
 // time, then the rest.
 template <DType T, int G>
-void super_batch_groups(const MatmulArgs& a, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+void k4_batch_groups(const MatmulArgs& a, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   int64_t m = 0;
-  for (; m + 4 <= a.M; m += 4) super_batch<T, 4, G>(a, m, group, n0);
+  for (; m + 4 <= a.M; m += 4) packed_k4_batch<T, 4, G>(a, m, group, n0);
   switch (a.M - m) {
     case 3:
-      return super_batch<T, 3, G>(a, m, group, n0);
+      return packed_k4_batch<T, 3, G>(a, m, group, n0);
     case 2:
-      return super_batch<T, 2, G>(a, m, group, n0);
+      return packed_k4_batch<T, 2, G>(a, m, group, n0);
     case 1:
-      return super_batch<T, 1, G>(a, m, group, n0);
+      return packed_k4_batch<T, 1, G>(a, m, group, n0);
     default:
       return;
   }
@@ -1348,10 +1345,10 @@ void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t
 // One row of x (decode) reads every weight once and is bound by memory: it takes kStreams groups
 // at once from kStreams equal parts of the range, so as many sequential streams are in flight.
 // More rows: the blocks of 32 and iq4_xs by x's panels (panel_matmul; the level packs x into them for
-// every batch, pack_x), else a row at a time; q3_k, q4_k and q5_k two groups and four rows of x at a
-// time (super_batch_groups); q6_k one group at a time, eight rows of x at a time (then four, then the
-// rest), so each 64 bytes of weights loaded serve eight rows, and eight rows' sums (sixteen
-// chains) hide vpdpbusd's latency.
+// every batch, pack_x), else a row at a time; q4_k and q5_k two groups and four rows of x at a time
+// (k4_batch_groups); q3_k and q6_k one group at a time, eight rows of x at a time (then four, then
+// the rest), so each 64 bytes of weights loaded serve eight rows, and eight rows' sums (sixteen
+// chains for q6_k) hide vpdpbusd's latency.
 template <DType T>
 void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if constexpr (takes_panels(T)) {
@@ -1375,23 +1372,23 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
       packed_type_rows<T, 1, kStreams>(a, 0, groups, n0);
     }
     n_rest = n_begin + kStreams * part;
-  } else if constexpr (T == DType::Q3_K || T == DType::Q4_K || T == DType::Q5_K) {
+  } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     int64_t n0 = n_begin;
     for (; n0 + 2 * kPackedRows <= n_end; n0 += 2 * kPackedRows) {
       const uint8_t* const groups[2] = {group_at(n0), group_at(n0) + group_bytes};
       const int64_t starts[2] = {n0, n0 + kPackedRows};
-      super_batch_groups<T, 2>(a, groups, starts);
+      k4_batch_groups<T, 2>(a, groups, starts);
     }
     if (n0 < n_end) {
       const uint8_t* const groups[1] = {group_at(n0)};
       const int64_t starts[1] = {n0};
-      super_batch_groups<T, 1>(a, groups, starts);
+      k4_batch_groups<T, 1>(a, groups, starts);
     }
     return;
   }
   for (int64_t n0 = n_rest; n0 < n_end; n0 += kPackedRows) {
     const uint8_t* group = group_at(n0);
-    if constexpr (takes_panels(T) || T == DType::Q3_K || T == DType::Q4_K || T == DType::Q5_K) {  // q3_k..q5_k: M is 1
+    if constexpr (takes_panels(T) || T == DType::Q4_K || T == DType::Q5_K) {  // q4_k, q5_k: M is 1 here
       for (int64_t m = 0; m < a.M; ++m) packed_group<T, 1>(a, m, group, n0);
     } else {
       constexpr int kPackedBatchRows = 8;
