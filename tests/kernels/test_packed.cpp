@@ -20,12 +20,13 @@ using namespace ferry::test;
 
 namespace {
 
-constexpr DType kPackable[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,   DType::IQ4_NL,
-                               DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS, DType::BF16};
+constexpr DType kPackable[] = {DType::Q8_0,   DType::Q4_0,   DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                               DType::IQ4_NL, DType::Q2_K,   DType::Q3_K, DType::Q4_K, DType::Q5_K,
+                               DType::Q6_K,   DType::IQ4_XS, DType::BF16};
 
 bool is_super_block_type(DType dtype) {
-  return dtype == DType::Q3_K || dtype == DType::Q4_K || dtype == DType::Q5_K || dtype == DType::Q6_K ||
-         dtype == DType::IQ4_XS;
+  return dtype == DType::Q2_K || dtype == DType::Q3_K || dtype == DType::Q4_K || dtype == DType::Q5_K ||
+         dtype == DType::Q6_K || dtype == DType::IQ4_XS;
 }
 
 // A K for each packable type: whole blocks of 32, or super-blocks of 256 for the k-quants; bf16
@@ -71,6 +72,17 @@ size_t packed_position(DType dtype, int64_t K, int64_t r, int64_t i) {
     }
     const int64_t q = byte - 48;  // qs[q]
     return at + static_cast<size_t>(768 + ((q / 4) * 16 + r) * 4 + q % 4);
+  }
+  if (dtype == DType::Q2_K) {  // scales[16], qs[64], d, dmin: d, dmin, scale planes at 64, qs units at 320
+    const int64_t section = i / 84, byte = i % 84;
+    const size_t at = static_cast<size_t>(section) * 16 * 84;
+    if (byte < 16) return at + static_cast<size_t>(64 + 16 * byte + r);
+    if (byte < 80) {
+      const int64_t q = byte - 16;
+      return at + static_cast<size_t>(320 + ((q / 4) * 16 + r) * 4 + q % 4);
+    }
+    if (byte < 82) return at + static_cast<size_t>(2 * r + byte - 80);
+    return at + static_cast<size_t>(32 + 2 * r + byte - 82);
   }
   if (dtype == DType::Q3_K) {  // hmask[32], qs[64], scales[12], d: d, scale planes at 32, hmask units at 224, qs at 736
     const int64_t section = i / 110, byte = i % 110;
@@ -218,7 +230,7 @@ TEST(PackedWeights, LayoutIsTheSpecifiedOneAndUnpacksToTheSameRows) {
   // [unit][row] of the rows' quant bytes in order (q4_1, q5_1: their mins after the scales; q5_0, q5_1: each
   // block's fifth bits in a unit before its units); q4_k per super-block d, dmin, 12 scale planes
   // and qs units (q5_k: its qh units between; iq4_xs: d, 6 scale planes, qs units; q3_k: d, 12 scale planes, hmask
-  // units, qs units); q6_k per super-block d, 16 scale
+  // units, qs units; q2_k: d, dmin, 16 scale planes, qs units); q6_k per super-block d, 16 scale
   // planes and 4 quads of units of 6-bit values with a fourth's bits above them; bf16 units [pair][row] of two
   // elements.
   for (DType dtype : kPackable) {
@@ -326,9 +338,9 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // once where a thread's range has them, N = 80 has a fifth), in small batches (the vector loops) and in a batch of 37
   // (amx: tiles, two blocks in flight, for q8_0 / q4_0 here an odd number of blocks) gives the same bits, with a bias,
   // for 1 to 3 threads, and every level with packed kernels gives the same bits as the others (amx's packed iq4_nl,
-  // q3_k, q5_k, q6_k and iq4_xs: the vector loops at every batch). The small batches reach each tile of the panels'
-  // loops (the blocks of 32 and iq4_xs: 6, 4 and 2 rows of a 16-row panel, one or two groups as the threads split N)
-  // and each remainder of the rows' batches of 8 (q4_k, q5_k: 4). bf16 (on the levels with BF16 dot products):
+  // q2_k, q3_k, q5_k, q6_k and iq4_xs: the vector loops at every batch). The small batches reach each tile of the
+  // panels' loops (the blocks of 32 and iq4_xs: 6, 4 and 2 rows of a 16-row panel, one or two groups as the threads
+  // split N) and each remainder of the rows' batches of 8 (q4_k, q5_k: 4). bf16 (on the levels with BF16 dot products):
   // tiles of 6 rows and each remainder, 1 and 2 groups (the threads' ranges; Bf16CallsTakeThePackedKernels runs 4), 200
   // rows (two blocks of rows) and a K of two slices (partial sums kept in y between them).
   SimdLevelGuard guard;
@@ -472,18 +484,17 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_K, Shape{32, 256}), packs) << level;
-    // amx keeps q4_1, q5_0, q5_1, iq4_nl, q3_k, q5_k, q6_k and iq4_xs as stored: its tiles take the rows (amx.cpp
+    // amx keeps q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q5_k, q6_k and iq4_xs as stored: its tiles take the rows (amx.cpp
     // amx_repacks).
     for (DType blocks_of_32 : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL})
       EXPECT_EQ(kernels::repacks_weight(blocks_of_32, Shape{32, 64}), packs && level != "amx") << level;
-    for (DType super_blocks : {DType::Q3_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS})
+    for (DType super_blocks : {DType::Q2_K, DType::Q3_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS})
       EXPECT_EQ(kernels::repacks_weight(super_blocks, Shape{32, 256}), packs && level != "amx") << level;
     EXPECT_FALSE(kernels::repacks_weight(DType::IQ4_XS, Shape{32, 224})) << level << ": not whole super-blocks";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q6_K, Shape{32, 320})) << level << ": not whole super-blocks";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{33, 64})) << level << ": not whole groups of 16 rows";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{64})) << level << ": a vector";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q3_K, Shape{32, 480})) << level << ": not whole super-blocks";
-    EXPECT_FALSE(kernels::repacks_weight(DType::Q2_K, Shape{32, 256})) << level;
     // bf16 where the level has BF16 dot products; amx keeps its rows for its tiles.
     const bool bf16_dot = kernels::cpu::active_isa().round_row_bf16 != nullptr;
     EXPECT_EQ(kernels::repacks_weight(DType::BF16, Shape{32, 66}), packs && bf16_dot && level != "amx") << level;
@@ -509,6 +520,9 @@ TEST(PackedWeights, OtherKernelsAndReshapeRefuseAPackedWeight) {
   std::vector<Tensor*> inputs{&p, &ones};
   expect_error(ErrorKind::Internal, [&] { kernels::compute(Op::Add, std::monostate{}, inputs, out, pool); },
                {"add", "'w'", "repacked weight"});
-  Tensor rows = random_weight(DType::Q2_K, 16, 256, 52);
-  expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(rows, pool); }, {"'w'", "q2_k"});
+  Tensor rows = random_weight(DType::Q2_K, 8, 256, 52);
+  expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(rows, pool); },
+               {"'w'", "q2_k", "16-row groups"});
+  Tensor f16 = random_weight(DType::F16, 16, 256, 53);
+  expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(f16, pool); }, {"'w'", "f16"});
 }

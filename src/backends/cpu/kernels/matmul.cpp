@@ -275,8 +275,8 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
   if (args.w_packed &&
       (!cpu::is_packable_type(w.dtype()) || N % cpu::kPackedRows != 0 || K % cpu::packed_k_multiple(w.dtype()) != 0)) {
     fail(ErrorKind::Internal,
-         "matmul: weight '{}' ({} {}) is marked packed but is not a q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q4_k, q5_k, "
-         "q6_k or bf16 matrix of 16-row groups",
+         "matmul: weight '{}' ({} {}) is marked packed but is not a q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, "
+         "q4_k, q5_k, q6_k, iq4_xs or bf16 matrix of 16-row groups",
          w.name(), dtype_name(w.dtype()), w.shape().str());
   }
   if (args.M == 0 || N == 0) return;

@@ -39,9 +39,9 @@ Tensor repack_weight(const Tensor& w, ThreadPool& pool) {
   if (!cpu::is_packable_type(w.dtype()) || w.rank() != 2 || w.dim(0) % cpu::kPackedRows != 0 ||
       w.dim(1) % cpu::packed_k_multiple(w.dtype()) != 0 || w.layout() != Layout::Rows) {
     fail(ErrorKind::Internal,
-         "repack_weight: '{}' ({} {}) is not a q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q4_k, q5_k, q6_k or bf16 matrix "
-         "of whole 16-row "
-         "groups (bf16: of an even number of columns)",
+         "repack_weight: '{}' ({} {}) is not a q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k..q6_k, iq4_xs or bf16 "
+         "matrix of whole 16-row groups (bf16: of an even number of columns; the k-quants and iq4_xs: of whole "
+         "super-blocks)",
          w.name(), dtype_name(w.dtype()), w.shape().str());
   }
   const size_t row_bytes = w.row_bytes();

@@ -524,7 +524,7 @@ std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_vie
       if (!cpu::is_block_type(w_type)) break;
       // amx: tdpbssd on every block type's unpacked quants (amx.cpp). Below it, the VNNI levels
       // take the blocks of 32 and iq4_xs's chunks by vpdpbusd (avx512_dot.cpp), the k-quants by
-      // vpmaddubsw (simd_blocks.h), as every level without VNNI takes them all; repacked q3_k,
+      // vpmaddubsw (simd_blocks.h), as every level without VNNI takes them all; repacked q2_k, q3_k,
       // q4_k, q5_k and q6_k go by vpdpbusd too.
       if (level->amx) return PeakInstruction::AmxInt8;
       if (level->vnni && (packed || w_type == DType::Q4_1 || w_type == DType::Q5_0 || w_type == DType::Q5_1 ||

@@ -49,7 +49,7 @@ enum class Scratch { WeightRows, WeightTiles, WeightFactors, PaddedFirst, Padded
 }
 
 // The types this level repacks (Isa::repacks): those with packed tiles. q4_1, q5_0, q5_1, iq4_nl,
-// q3_k, q5_k, q6_k, iq4_xs and bf16 stay as stored, their prompts going to the tiles as rows (unpacked_tiles,
+// q2_k, q3_k, q5_k, q6_k, iq4_xs and bf16 stay as stored, their prompts going to the tiles as rows (unpacked_tiles,
 // k4_tiles, super_tiles, bf16_tiles); a packed one (packed at another level) takes the vector loops at
 // every batch. q5_k's tiles as stored give the packed vector loops' bits (k4_group_tiles), so
 // packed q5_k tiles (q4_k's, with its fifth bits) would need no other change.

@@ -1041,29 +1041,85 @@ inline void q3_k_scales(const uint8_t* section, int8_t* out) {
   store(3, _mm512_srli_epi16(second, 4), _mm512_srli_epi16(high, 2));
 }
 
-// The values q + 4 (0..7, unsigned) of elements 128n + 32t + 4c.. of a packed q3_k section, the 16
-// rows' 4 bytes each, from qs unit 8n + c (bits 2t, 2t + 1) and hmask unit c (bit 4n + t, the
-// third): (qs >> 2t & 3) | (hm shifted to bit 2 & 4) by one vpternlogd (16-bit shifts of at most 6:
-// the bits they carry across bytes land outside the masks).
-template <int N, int T>
-inline __m512i q3_k_values(__m512i qs, __m512i hm) {
-  const __m512i low = T == 0 ? qs : _mm512_srli_epi16(qs, 2 * T);
-  const __m512i third = _mm512_and_si512(shift_epi16<2 - 4 * N - T>(hm), _mm512_set1_epi8(4));
-  return _mm512_ternarylogic_epi32(low, _mm512_set1_epi8(3), third, 0xEA);  // (low & 3) | third
+// A unit of a packed q2_k or q3_k section, the 16 rows' 4 bytes each: qs unit 8n + c, whose bits
+// 2t, 2t + 1 are the low two of elements 128n + 32t + 4c.. (sub-block 8n + 2t + c / 4), and q3_k's
+// hmask unit c, whose bit 4n + t is their third.
+template <DType T>
+struct K16Unit {
+  __m512i qs;
+  [[maybe_unused]] __m512i hm;
+
+  K16Unit(const uint8_t* section, int n, int c, bool prefetch) {
+    const uint8_t* unit = section + (T == DType::Q2_K ? kPackedQ2KQuants : kPackedQ3KQuants) + (8 * n + c) * 64;
+    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(unit + kPackedPrefetchBytes), _MM_HINT_T0);
+    qs = _mm512_loadu_si512(unit);
+    if constexpr (T == DType::Q3_K) hm = _mm512_loadu_si512(section + kPackedQ3KHigh + c * 64);
+  }
+
+  // Elements 128N + 32T..'s values as unsigned bytes: q2_k's q (0..3); q3_k's q + 4 (0..7),
+  // (qs >> 2T & 3) | (hm shifted to bit 2 & 4) by one vpternlogd. 16-bit shifts of at most 6: the
+  // bits they carry across bytes land outside the masks.
+  template <int N, int kT>
+  __m512i values() const {
+    const __m512i low = kT == 0 ? qs : _mm512_srli_epi16(qs, 2 * kT);
+    if constexpr (T == DType::Q2_K) {
+      return _mm512_and_si512(low, _mm512_set1_epi8(3));
+    } else {
+      const __m512i third = _mm512_and_si512(shift_epi16<2 - 4 * N - kT>(hm), _mm512_set1_epi8(4));
+      return _mm512_ternarylogic_epi32(low, _mm512_set1_epi8(3), third, 0xEA);  // (low & 3) | third
+    }
+  }
+};
+
+// Sub-block j's scales of a packed q2_k or q3_k section's 16 rows in each 32-bit lane's low int16,
+// zero above (what vpdpwssd multiplies a dot product in the lane's low int16 by): q2_k's sc_j (the
+// low nibbles of plane j), q3_k's sc_j - 32 (from q3_k_scales' bytes).
+template <DType T>
+inline __m512i k16_scale(const uint8_t* section, const int8_t* q3_k_scale, int j) {
+  if constexpr (T == DType::Q2_K) {
+    const __m128i plane = _mm_loadu_si128(reinterpret_cast<const __m128i*>(section + kPackedQ2KScales + 16 * j));
+    return _mm512_and_si512(_mm512_cvtepu8_epi32(plane), _mm512_set1_epi32(0x0F));
+  } else {
+    const __m128i bytes = _mm_load_si128(reinterpret_cast<const __m128i*>(q3_k_scale + 16 * j));
+    return _mm512_and_si512(_mm512_cvtepi8_epi32(bytes), _mm512_set1_epi32(0xFFFF));
+  }
 }
 
-// Packed q3_k (packed_weights.h) against x rounded to q8_K, the 16 rows of a group in the 16 lanes.
-// Per sub-block j of 16, each row's exact integer dot product of q + 4 (unsigned) with x by 4
-// vpdpbusd started from -4 * (x's sum over sub-block j, q8_K's bsum): exactly sum q x, |.| <= 16 *
-// 4 * 128, so it is its own low int16; one vpdpwssd against sc_j - 32 in each lane's low int16
-// (zero above) adds (sc_j - 32) * that to the super-block's exact int32 sum (|sum| < 2^23); then
-// y = fma(f32(sum), d * x's scale, y), super-block after super-block, y's rows the accumulators,
-// and the bias at the end. Decode (one row of x, G streams): a quarter's (n, c / 4) four
-// sub-blocks at once, so each stream reads its qs units in order and each unit's four values are
-// made once; batches (one group, eight rows of x): a sub-block at a time, the rows sharing each
-// unit's values. The integer sums are exact, so both orders give the same bits.
-template <int MR, int G>
-void packed_q3_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+// q2_k: sum_j m_j * (x's sum over sub-block j) of a section's 16 rows (m_j the high nibbles of
+// plane j) for one row of x (bsum: its 16 sums of 16), by 8 vpdpwssd of the mins of sub-blocks 2p
+// and 2p + 1 as int16 pairs against x's pair of sums; exact.
+inline __m512i q2_k_mins(const uint8_t* section, const int16_t* bsum) {
+  __m512i mins = _mm512_setzero_si512();
+  for (int p = 0; p < 8; ++p) {
+    const uint8_t* even = section + kPackedQ2KScales + 32 * p;
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even + 16));
+    const __m512i pair = _mm512_srli_epi16(
+        _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi))), 4);
+    int32_t both;
+    std::memcpy(&both, bsum + 2 * p, 4);
+    mins = _mm512_dpwssd_epi32(mins, pair, _mm512_set1_epi32(both));
+  }
+  return mins;
+}
+
+// Packed q2_k or q3_k (packed_weights.h: sub-blocks of 16, 2 or 3 bits) against x rounded to q8_K,
+// the 16 rows of a group in the 16 lanes. Per sub-block j, each row's exact integer dot product
+// with x by 4 vpdpbusd: q2_k's q (unsigned) from 0; q3_k's q + 4 (unsigned) started from -4 * (x's
+// sum over sub-block j, q8_K's bsum), exactly sum q x. Either is at most 16 * 4 * 128 in size, so
+// it is its own low int16: one vpdpwssd against the scale in each lane's low int16 (zero above,
+// k16_scale) adds scale * dot to the super-block's exact int32 sum (|sum| < 2^23). Then per
+// super-block y = fma(f32(sum), d * x's scale, y), and for q2_k y = fma(f32(mins), -dmin * x's
+// scale, y) (q2_k_mins; packed_q4_k.h add_super_block's two steps), y's rows the accumulators, and
+// the bias at the end. Decode (one row of x, G streams): a quarter's (n, c / 4) four sub-blocks at
+// once, so each stream reads its qs units in order and each unit's four values are made once;
+// batches (one group, eight rows of x): a sub-block at a time, the rows sharing each unit's values.
+// The integer sums are exact, so both orders give the same bits.
+template <DType T, int MR, int G>
+void packed_k16_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+  static_assert(T == DType::Q2_K || T == DType::Q3_K, "sub-blocks of 16");
+  constexpr int64_t kSection = T == DType::Q2_K ? kPackedQ2KSection : kPackedQ3KSection;
+  constexpr int64_t kFactors = T == DType::Q2_K ? kPackedQ2KQuants : kPackedQ3KQuants;  // all but the qs units
   const int64_t supers = a.K / kQK_K;
   float* y[G][MR];
   for (int g = 0; g < G; ++g) {
@@ -1074,53 +1130,56 @@ void packed_q3_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
   }
   for (int64_t s = 0; s < supers; ++s) {
     const int8_t* x[MR];
-    alignas(64) int32_t starts[MR][16];  // -4 * x's bsum, broadcast from memory (a load, no ALU)
+    const int16_t* bsum[MR];
+    // q3_k: -4 * x's bsum, broadcast from memory (a load, no ALU)
+    [[maybe_unused]] alignas(64) int32_t starts[MR][T == DType::Q3_K ? 16 : 1];
     for (int m = 0; m < MR; ++m) {
       x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
-      const __m256i bsum =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16));
-      _mm512_store_si512(starts[m],
-                         _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_cvtepi16_epi32(bsum), 2)));
+      bsum[m] = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
+      if constexpr (T == DType::Q3_K) {
+        const __m512i sums = _mm512_cvtepi16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsum[m])));
+        _mm512_store_si512(starts[m], _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sums, 2)));
+      }
     }
+    auto start = [&](int m, int j) {
+      if constexpr (T == DType::Q3_K) {
+        return _mm512_set1_epi32(starts[m][j]);
+      } else {
+        return _mm512_setzero_si512();
+      }
+    };
     const uint8_t* section[G];
-    alignas(64) int8_t scale[G][16 * kPackedRows];
+    [[maybe_unused]] alignas(64) int8_t q3_k_scale[G][T == DType::Q3_K ? 16 * kPackedRows : 1];
     __m512i sum[G][MR];
     for (int g = 0; g < G; ++g) {
-      section[g] = group[g] + s * kPackedQ3KSection;
+      section[g] = group[g] + s * kSection;
       if (G > 1 && a.prefetch) {
-        for (int64_t off = 0; off < kPackedQ3KQuants; off += 64)
+        for (int64_t off = 0; off < kFactors; off += 64)
           _mm_prefetch(reinterpret_cast<const char*>(section[g] + off + kPackedPrefetchBytes), _MM_HINT_T0);
       }
-      q3_k_scales(section[g], scale[g]);
+      if constexpr (T == DType::Q3_K) q3_k_scales(section[g], q3_k_scale[g]);
       for (int m = 0; m < MR; ++m) sum[g][m] = _mm512_setzero_si512();
     }
     // Sub-block j's dot products ([g][m]) times its scales, into the sums.
     auto add_scaled = [&](int j, const __m512i(&dot)[G][MR]) {
       for (int g = 0; g < G; ++g) {
-        const __m512i sc = _mm512_and_si512(
-            _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(scale[g] + j * kPackedRows))),
-            _mm512_set1_epi32(0xFFFF));
+        const __m512i sc = k16_scale<T>(section[g], q3_k_scale[g], j);
         for (int m = 0; m < MR; ++m) sum[g][m] = _mm512_dpwssd_epi32(sum[g][m], dot[g][m], sc);
       }
     };
-    auto hmask_at = [&](int g, int c) { return _mm512_loadu_si512(section[g] + kPackedQ3KHigh + c * 64); };
-    auto qs_at = [&](int g, int u) { return section[g] + kPackedQ3KQuants + u * 64; };
     if constexpr (MR == 1) {
       auto quarter = [&](auto Q) {  // elements 128n + 32t + 16h.. for t = 0..3: sub-blocks 8n + 2t + h
         constexpr int kN = decltype(Q)::value / 2, kH = decltype(Q)::value % 2;
         __m512i dot[4][G][MR];
         for (int t = 0; t < 4; ++t) {
-          for (int g = 0; g < G; ++g) dot[t][g][0] = _mm512_set1_epi32(starts[0][8 * kN + 2 * t + kH]);
+          for (int g = 0; g < G; ++g) dot[t][g][0] = start(0, 8 * kN + 2 * t + kH);
         }
         for (int c = 4 * kH; c < 4 * kH + 4; ++c) {
           for (int g = 0; g < G; ++g) {
-            const uint8_t* unit = qs_at(g, 8 * kN + c);
-            if (G > 1 && a.prefetch)
-              _mm_prefetch(reinterpret_cast<const char*>(unit + kPackedPrefetchBytes), _MM_HINT_T0);
-            const __m512i qs = _mm512_loadu_si512(unit), hm = hmask_at(g, c);
-            auto value = [&](auto T) {
-              constexpr int kT = decltype(T)::value;
-              dot[kT][g][0] = _mm512_dpbusd_epi32(dot[kT][g][0], q3_k_values<kN, kT>(qs, hm),
+            const K16Unit<T> unit(section[g], kN, c, G > 1 && a.prefetch);
+            auto value = [&](auto U) {
+              constexpr int kT = decltype(U)::value;
+              dot[kT][g][0] = _mm512_dpbusd_epi32(dot[kT][g][0], unit.template values<kN, kT>(),
                                                   broadcast4(x[0] + 128 * kN + 32 * kT + 4 * c));
             };
             blocks::unroll<0, 4>(value);
@@ -1134,12 +1193,11 @@ void packed_q3_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
         constexpr int kJ = decltype(J)::value, kN = kJ / 8, kT = kJ % 8 / 2, kH = kJ % 2;
         __m512i dot[G][MR];
         for (int g = 0; g < G; ++g) {
-          for (int m = 0; m < MR; ++m) dot[g][m] = _mm512_set1_epi32(starts[m][kJ]);
+          for (int m = 0; m < MR; ++m) dot[g][m] = start(m, kJ);
         }
         for (int c = 4 * kH; c < 4 * kH + 4; ++c) {
           __m512i w[G];
-          for (int g = 0; g < G; ++g)
-            w[g] = q3_k_values<kN, kT>(_mm512_loadu_si512(qs_at(g, 8 * kN + c)), hmask_at(g, c));
+          for (int g = 0; g < G; ++g) w[g] = K16Unit<T>(section[g], kN, c, false).template values<kN, kT>();
           for (int m = 0; m < MR; ++m) {
             const __m512i xv = broadcast4(x[m] + 128 * kN + 32 * kT + 4 * c);
             for (int g = 0; g < G; ++g) dot[g][m] = _mm512_dpbusd_epi32(dot[g][m], w[g], xv);
@@ -1150,11 +1208,19 @@ void packed_q3_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
       blocks::unroll<0, 16>(sub_block);
     }
     for (int g = 0; g < G; ++g) {
-      const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(section[g])));
+      using S = Avx512Dot;
+      const __m512 d = packed_q4_k::d<S>(section[g]);
       for (int m = 0; m < MR; ++m) {
-        const __m512 x_scale = _mm512_set1_ps(a.xq_scale[(m0 + m) * supers + s]);
-        _mm512_storeu_ps(y[g][m], _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[g][m]), _mm512_mul_ps(d, x_scale),
-                                                  _mm512_loadu_ps(y[g][m])));
+        const float x_scale = a.xq_scale[(m0 + m) * supers + s];
+        if constexpr (T == DType::Q2_K) {
+          const __m512i mins = q2_k_mins(section[g], bsum[m]);
+          _mm512_storeu_ps(y[g][m], packed_q4_k::add_super_block<S>(_mm512_loadu_ps(y[g][m]), sum[g][m], mins, d,
+                                                                    packed_q4_k::dmin_neg<S>(section[g]), x_scale));
+        } else {
+          _mm512_storeu_ps(y[g][m],
+                           _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[g][m]), _mm512_mul_ps(d, _mm512_set1_ps(x_scale)),
+                                           _mm512_loadu_ps(y[g][m])));
+        }
       }
     }
   }
@@ -1326,8 +1392,8 @@ template <DType T, int MR, int G>
 void packed_type_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     packed_k4_rows<T, MR, G>(a, m0, group, n0);
-  } else if constexpr (T == DType::Q3_K) {
-    packed_q3_k_rows<MR, G>(a, m0, group, n0);
+  } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
+    packed_k16_rows<T, MR, G>(a, m0, group, n0);
   } else if constexpr (T == DType::Q6_K) {
     packed_q6_k_rows<MR, G>(a, m0, group, n0);
   } else {
@@ -1346,7 +1412,7 @@ void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t
 // at once from kStreams equal parts of the range, so as many sequential streams are in flight.
 // More rows: the blocks of 32 and iq4_xs by x's panels (panel_matmul; the level packs x into them for
 // every batch, pack_x), else a row at a time; q4_k and q5_k two groups and four rows of x at a time
-// (k4_batch_groups); q3_k and q6_k one group at a time, eight rows of x at a time (then four, then
+// (k4_batch_groups); q2_k, q3_k and q6_k one group at a time, eight rows of x at a time (then four, then
 // the rest), so each 64 bytes of weights loaded serve eight rows, and eight rows' sums (sixteen
 // chains for q6_k) hide vpdpbusd's latency.
 template <DType T>
@@ -1420,6 +1486,7 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 void matmul_packed_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.w_type == DType::BF16) return matmul_packed_bf16(a, n_begin, n_end);
   if (a.w_type == DType::Q8_0) return packed_matmul<DType::Q8_0>(a, n_begin, n_end);
+  if (a.w_type == DType::Q2_K) return packed_matmul<DType::Q2_K>(a, n_begin, n_end);
   if (a.w_type == DType::Q3_K) return packed_matmul<DType::Q3_K>(a, n_begin, n_end);
   if (a.w_type == DType::Q4_K) return packed_matmul<DType::Q4_K>(a, n_begin, n_end);
   if (a.w_type == DType::Q5_K) return packed_matmul<DType::Q5_K>(a, n_begin, n_end);

@@ -46,8 +46,8 @@ struct MatmulArgs {
   // layout, and x's factors in the level's own (amx: scales, then sums); else nullptr.
   const uint8_t* x_packed = nullptr;
   const float* x_packed_scale = nullptr;
-  // w in cpu/packed_weights.h's layout (Layout::Packed: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q3_k, q4_k, q5_k, q6_k,
-  // iq4_xs or bf16); then also, where the level's vector loops read x in rows (the level keeps no copy of x for
+  // w in cpu/packed_weights.h's layout (Layout::Packed: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k,
+  // q6_k, iq4_xs or bf16); then also, where the level's vector loops read x in rows (the level keeps no copy of x for
   // the call: one row), for q4_0, q5_0 and iq4_nl the sum of each block of 32 quants of x, [M, K / 32],
   // and for q8_0 the quants + 128 as unsigned bytes (x ^ 0x80), [M, K]; else nullptr.
   bool w_packed = false;

@@ -35,12 +35,19 @@ uint32_t unpack_fifth_bits(const uint8_t* unit, int64_t r) {
   return bits;
 }
 
-// The pieces of row r's q3_k, q4_k, q5_k or iq4_xs super-block (BlockQ3_K: hmask[32], qs[64],
-// scales[12], d; BlockQ4_K: d, dmin, scales[12], qs[128]; BlockQ5_K: qh[32] before qs;
-// BlockIQ4_XS: d, scales_h, scales_l[4], qs[128]) and where its group's section holds them:
-// f(offset in the block, offset in the section, bytes).
+// The pieces of row r's q2_k, q3_k, q4_k, q5_k or iq4_xs super-block (BlockQ2_K: scales[16],
+// qs[64], d, dmin; BlockQ3_K: hmask[32], qs[64], scales[12], d; BlockQ4_K: d, dmin, scales[12], qs[128]; BlockQ5_K:
+// qh[32] before qs; BlockIQ4_XS: d, scales_h, scales_l[4], qs[128]) and where its group's section holds them: f(offset
+// in the block, offset in the section, bytes).
 template <class F>
 void for_each_section_piece(DType type, int64_t r, F&& f) {
+  if (type == DType::Q2_K) {
+    f(offsetof(BlockQ2_K, d), 2 * r, 2);
+    f(offsetof(BlockQ2_K, dmin), 32 + 2 * r, 2);
+    for (int64_t j = 0; j < 16; ++j) f(offsetof(BlockQ2_K, scales) + j, kPackedQ2KScales + 16 * j + r, 1);
+    for (int64_t u = 0; u < 16; ++u) f(offsetof(BlockQ2_K, qs) + 4 * u, kPackedQ2KQuants + (u * 16 + r) * 4, 4);
+    return;
+  }
   if (type == DType::Q3_K) {
     f(offsetof(BlockQ3_K, d), 2 * r, 2);
     for (int64_t i = 0; i < 12; ++i) f(offsetof(BlockQ3_K, scales) + i, kPackedQ3KScales + 16 * i + r, 1);
@@ -68,6 +75,8 @@ void for_each_section_piece(DType type, int64_t r, F&& f) {
 // The bytes of one section (a super-block of 16 rows) of the types for_each_section_piece moves.
 size_t section_bytes(DType type) {
   switch (type) {
+    case DType::Q2_K:
+      return kPackedQ2KSection;
     case DType::Q3_K:
       return kPackedQ3KSection;
     case DType::Q5_K:

@@ -1,7 +1,7 @@
 // The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl,
-// q3_k, q4_k, q5_k, q6_k, iq4_xs and bf16 matrices with N a multiple of 16, reordered at load so that dot products read
-// sixteen rows at once. The bits are the rows' own, only moved (bytes, except q5_0 / q5_1's fifth bits and q6_k's
-// quants): a group of 16 rows takes 16 * row_bytes, as the rows did.
+// q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs and bf16 matrices with N a multiple of 16, reordered at load so that dot
+// products read sixteen rows at once. The bits are the rows' own, only moved (bytes, except q5_0 / q5_1's fifth bits
+// and q6_k's quants): a group of 16 rows takes 16 * row_bytes, as the rows did.
 //
 // bf16: a group is units of 4 bytes, [K / 2][16][4]: unit u of row r at (u * 16 + r) * 4, the
 //   row's elements 2u and 2u + 1 (what one lane of vdpbf16ps takes, the rows in its 16 lanes).
@@ -20,6 +20,14 @@
 //           block's fifth bits, [16][4]: bit 2c + h of byte i of row r's four is the fifth bit of
 //           its element 4c + i + 16h (the element in byte i of its unit c, low (h = 0) or high
 //           nibble); then q4_0's 4 units of the block (the low four bits of q + 16, or of q).
+// q2_k: a group is its super-blocks' sections, [K / 256][kPackedQ2KSection], each
+//   d:      [16] f16 at 0;
+//   dmin:   [16] f16 at 32;
+//   scales: the 16 scale bytes as 16 planes of 16 at 64: byte j of row r at 64 + 16 j + r (sub-block
+//           j's sc in the low nibble, m in the high one);
+//   quants: [16][16][4] at 320: unit u = 8n + c of row r at 320 + (u * 16 + r) * 4, the row's qs
+//           bytes 32n + 4c..+3, whose bits 2t, 2t + 1 are element 128n + 32t + 4c + i (sub-block
+//           8n + 2t + c / 4).
 // q3_k: a group is its super-blocks' sections, [K / 256][kPackedQ3KSection], each
 //   d:      [16] f16 at 0;
 //   scales: the 12 packed scale bytes as 12 planes of 16 at 32: byte i of row r at 32 + 16 i + r;
@@ -73,6 +81,11 @@
 namespace ferry::kernels::cpu {
 
 inline constexpr int64_t kPackedRows = 16;
+// One q2_k super-block of a group's 16 rows: d, dmin, the scale planes, the qs units.
+inline constexpr int64_t kPackedQ2KSection = 16 * sizeof(BlockQ2_K);
+inline constexpr int64_t kPackedQ2KScales = 64;
+inline constexpr int64_t kPackedQ2KQuants = kPackedQ2KScales + 16 * 16;
+static_assert(kPackedQ2KQuants + 16 * 64 == kPackedQ2KSection, "d, dmin, 16 scale planes, 16 qs units");
 // One q3_k super-block of a group's 16 rows: d, the scale planes, the hmask units, the qs units.
 inline constexpr int64_t kPackedQ3KSection = 16 * sizeof(BlockQ3_K);
 inline constexpr int64_t kPackedQ3KScales = 32;
@@ -106,9 +119,10 @@ constexpr bool is_packed_block_of_32(DType t) {
   return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 ||
          t == DType::IQ4_NL;
 }
-// The super-blocks of 256 packed as sections of 16 rows: q3_k, q4_k, q5_k, q6_k and iq4_xs.
+// The super-blocks of 256 packed as sections of 16 rows: q2_k, q3_k, q4_k, q5_k, q6_k and iq4_xs.
 constexpr bool is_packed_super_block(DType t) {
-  return t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_XS;
+  return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
+         t == DType::IQ4_XS;
 }
 constexpr bool is_packable_type(DType t) {
   return is_packed_block_of_32(t) || is_packed_super_block(t) || t == DType::BF16;
