@@ -1041,6 +1041,26 @@ inline void q3_k_scales(const uint8_t* section, int8_t* out) {
   store(3, _mm512_srli_epi16(second, 4), _mm512_srli_epi16(high, 2));
 }
 
+// The loops that keep their accumulators in y (q2_k, q3_k, q6_k: the registers hold their chains
+// and sums): the G x MR outputs' pointers, zeroed, and at the end the bias added.
+template <int MR, int G>
+inline void zeroed_y_accumulators(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], float* (&y)[G][MR]) {
+  for (int g = 0; g < G; ++g) {
+    for (int m = 0; m < MR; ++m) {
+      y[g][m] = a.y + (m0 + m) * a.y_stride + n0[g];
+      _mm512_storeu_ps(y[g][m], _mm512_setzero_ps());
+    }
+  }
+}
+template <int MR, int G>
+inline void add_bias_to_y(const MatmulArgs& a, const int64_t (&n0)[G], float* const (&y)[G][MR]) {
+  if (a.bias == nullptr) return;
+  for (int g = 0; g < G; ++g) {
+    const __m512 bias = _mm512_loadu_ps(a.bias + n0[g]);
+    for (int m = 0; m < MR; ++m) _mm512_storeu_ps(y[g][m], _mm512_add_ps(_mm512_loadu_ps(y[g][m]), bias));
+  }
+}
+
 // A unit of a packed q2_k or q3_k section, the 16 rows' 4 bytes each: qs unit 8n + c, whose bits
 // 2t, 2t + 1 are the low two of elements 128n + 32t + 4c.. (sub-block 8n + 2t + c / 4), and q3_k's
 // hmask unit c, whose bit 4n + t is their third.
@@ -1122,12 +1142,7 @@ void packed_k16_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gro
   constexpr int64_t kFactors = T == DType::Q2_K ? kPackedQ2KQuants : kPackedQ3KQuants;  // all but the qs units
   const int64_t supers = a.K / kQK_K;
   float* y[G][MR];
-  for (int g = 0; g < G; ++g) {
-    for (int m = 0; m < MR; ++m) {
-      y[g][m] = a.y + (m0 + m) * a.y_stride + n0[g];
-      _mm512_storeu_ps(y[g][m], _mm512_setzero_ps());
-    }
-  }
+  zeroed_y_accumulators(a, m0, n0, y);
   for (int64_t s = 0; s < supers; ++s) {
     const int8_t* x[MR];
     const int16_t* bsum[MR];
@@ -1224,11 +1239,7 @@ void packed_k16_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gro
       }
     }
   }
-  if (a.bias == nullptr) return;
-  for (int g = 0; g < G; ++g) {
-    const __m512 bias = _mm512_loadu_ps(a.bias + n0[g]);
-    for (int m = 0; m < MR; ++m) _mm512_storeu_ps(y[g][m], _mm512_add_ps(_mm512_loadu_ps(y[g][m]), bias));
-  }
+  add_bias_to_y(a, n0, y);
 }
 
 // A batch against packed q4_k or q5_k: G groups at a time (packed_k4_batch), four rows of x at a
@@ -1277,12 +1288,7 @@ template <int MR, int G>
 void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   const int64_t supers = a.K / kQK_K;
   float* y[G][MR];
-  for (int g = 0; g < G; ++g) {
-    for (int m = 0; m < MR; ++m) {
-      y[g][m] = a.y + (m0 + m) * a.y_stride + n0[g];
-      _mm512_storeu_ps(y[g][m], _mm512_setzero_ps());
-    }
-  }
+  zeroed_y_accumulators(a, m0, n0, y);
   for (int64_t s = 0; s < supers; ++s) {
     const int8_t* x[MR];
     for (int m = 0; m < MR; ++m) x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
@@ -1380,11 +1386,7 @@ void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
       }
     }
   }
-  if (a.bias == nullptr) return;
-  for (int g = 0; g < G; ++g) {
-    const __m512 bias = _mm512_loadu_ps(a.bias + n0[g]);
-    for (int m = 0; m < MR; ++m) _mm512_storeu_ps(y[g][m], _mm512_add_ps(_mm512_loadu_ps(y[g][m]), bias));
-  }
+  add_bias_to_y(a, n0, y);
 }
 
 // One packed layout's loop for G groups of weight rows and MR rows of x in rows.
