@@ -31,8 +31,6 @@ constexpr int64_t kSliceUnits = 2048;
 // weight rows streams past it (a stand-alone copy of these loops held 384 GFLOP/s at 4092 rows
 // with it, 330-340 with all the rows at once).
 constexpr int64_t kBlockRows = 192;
-// Decode prefetches each stream this far ahead (as avx512_dot.cpp's packed loops).
-constexpr int64_t kPrefetchBytes = 2048;
 
 // y for rows [m0, m0 + MR) and the 16 outputs of each group g (from n0[g]), over pairs
 // [u_begin, u_end) of K: started from 0 at the first pair, else from the partial sums in y; bias
@@ -55,7 +53,7 @@ void bf16_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G]
       // One row of x streams every weight once (decode): ahead of the hardware prefetcher, which
       // stops at page ends.
       if (MR == 1 && a.M == 1 && a.prefetch)
-        _mm_prefetch(reinterpret_cast<const char*>(group[g] + u * 64 + kPrefetchBytes), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(group[g] + u * 64 + kDecodePrefetchBytes), _MM_HINT_T0);
       w[g] = _mm512_loadu_si512(group[g] + u * 64);
     }
     for (int m = 0; m < MR; ++m) {

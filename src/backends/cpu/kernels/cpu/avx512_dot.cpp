@@ -403,9 +403,6 @@ inline __m512i broadcast4(const int8_t* p) {
 // then acc += f32(dot) * (weight scales * x scale) (q4_1, q5_1: then acc += m * x's block sum s;
 // iq4_xs: the chunk's scale d * (ls - 32), exact in f32, x's the q8_K scale of its super-block):
 // the order amx.cpp's tiles keep too (isa.h).
-// Decode prefetches the weights this far ahead in each stream (the hardware prefetcher stops at
-// page ends); a few hundred nanoseconds of streaming at ~12 GB/s per core.
-constexpr int64_t kPackedPrefetchBytes = 2048;
 
 // What the unsigned nibble bytes exceed the values by: q4_0's stored q + 8, q5_0's q + 16,
 // iq4_nl / iq4_xs's value + 128 (q4_1 and q5_1 are unsigned already; q8_0's weights are the signed
@@ -561,7 +558,7 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
         const uint8_t* quants = group[g] + packed_block_quants_at(T, blocks, b);
         // The stream's line the units' prefetches below skip.
         if (G > 1 && a.prefetch)
-          _mm_prefetch(reinterpret_cast<const char*>(quants + kPackedPrefetchBytes), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(quants + kDecodePrefetchBytes), _MM_HINT_T0);
         fifth = _mm512_loadu_si512(quants);
       }
       // Each row's sums in two chains (even and odd units, or low and high nibbles), added at the
@@ -576,13 +573,13 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
       [[maybe_unused]] __m512i w_offset[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
       for (int64_t c = 0; c < kUnits; ++c) {
         if (G > 1 && a.prefetch)
-          _mm_prefetch(reinterpret_cast<const char*>(unit + c * 64 + kPackedPrefetchBytes), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(unit + c * 64 + kDecodePrefetchBytes), _MM_HINT_T0);
         const __m512i w = _mm512_loadu_si512(unit + c * 64);
         if constexpr (T == DType::Q8_0) {
           // x + 128 (unsigned) against the signed weights; 128 * sum w taken off below. Units in
           // pairs, one per chain (the chain a compile-time index, so the sums stay in registers).
           if (G > 1 && a.prefetch)
-            _mm_prefetch(reinterpret_cast<const char*>(unit + (c + 1) * 64 + kPackedPrefetchBytes), _MM_HINT_T0);
+            _mm_prefetch(reinterpret_cast<const char*>(unit + (c + 1) * 64 + kDecodePrefetchBytes), _MM_HINT_T0);
           const __m512i w_odd = _mm512_loadu_si512(unit + (c + 1) * 64);
           const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
           w_offset[0] = _mm512_dpbusd_epi32(w_offset[0], x80, w);
@@ -903,7 +900,7 @@ void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&grou
       section[g] = group[g] + s * kSection;
       if (G > 1 && a.prefetch) {
         for (int64_t off = 0; off < kQuants; off += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(section[g] + off + kPackedPrefetchBytes), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(section[g] + off + kDecodePrefetchBytes), _MM_HINT_T0);
       }
     }
     K4Factors f[G];
@@ -928,7 +925,7 @@ void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&grou
         }
         for (int g = 0; g < G; ++g) {
           if (G > 1 && a.prefetch) {
-            _mm_prefetch(reinterpret_cast<const char*>(section[g] + kQuants + (8 * kP + c) * 64 + kPackedPrefetchBytes),
+            _mm_prefetch(reinterpret_cast<const char*>(section[g] + kQuants + (8 * kP + c) * 64 + kDecodePrefetchBytes),
                          _MM_HINT_T0);
           }
           const __m512i w_low = k4_values<T, 2 * kP>(section[g], c);
@@ -1071,7 +1068,7 @@ struct K16Unit {
 
   K16Unit(const uint8_t* section, int n, int c, bool prefetch) {
     const uint8_t* unit = section + (T == DType::Q2_K ? kPackedQ2KQuants : kPackedQ3KQuants) + (8 * n + c) * 64;
-    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(unit + kPackedPrefetchBytes), _MM_HINT_T0);
+    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(unit + kDecodePrefetchBytes), _MM_HINT_T0);
     qs = _mm512_loadu_si512(unit);
     if constexpr (T == DType::Q3_K) hm = _mm512_loadu_si512(section + kPackedQ3KHigh + c * 64);
   }
@@ -1170,7 +1167,7 @@ void packed_k16_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gro
       section[g] = group[g] + s * kSection;
       if (G > 1 && a.prefetch) {
         for (int64_t off = 0; off < kFactors; off += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(section[g] + off + kPackedPrefetchBytes), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(section[g] + off + kDecodePrefetchBytes), _MM_HINT_T0);
       }
       if constexpr (T == DType::Q3_K) q3_k_scales(section[g], q3_k_scale[g]);
       for (int m = 0; m < MR; ++m) sum[g][m] = _mm512_setzero_si512();
@@ -1298,7 +1295,7 @@ void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
       section[g] = group[g] + s * kPackedQ6KSection;
       if (G > 1 && a.prefetch) {
         for (int64_t off = 0; off < kPackedQ6KQuants; off += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(section[g] + off + kPackedPrefetchBytes), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(section[g] + off + kDecodePrefetchBytes), _MM_HINT_T0);
       }
       // The scales of sub-blocks 2p and 2p + 1 (planes t = p % 4 of quads 2n and 2n + 1, n = p / 4)
       // as int16 pairs in each row's lane, against x's bsum pairs.
@@ -1351,7 +1348,7 @@ void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
             const uint8_t* unit = unit_at(g, kQ, i);
             if (a.prefetch) {
               for (int piece = 0; piece < 3; ++piece)
-                _mm_prefetch(reinterpret_cast<const char*>(unit + 64 * piece + kPackedPrefetchBytes), _MM_HINT_T0);
+                _mm_prefetch(reinterpret_cast<const char*>(unit + 64 * piece + kDecodePrefetchBytes), _MM_HINT_T0);
             }
             const __m512i e[4] = {q6_k_values<0>(unit), q6_k_values<1>(unit), q6_k_values<2>(unit),
                                   q6_k_values<3>(unit)};

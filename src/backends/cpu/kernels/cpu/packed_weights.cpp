@@ -35,10 +35,10 @@ uint32_t unpack_fifth_bits(const uint8_t* unit, int64_t r) {
   return bits;
 }
 
-// The pieces of row r's q2_k, q3_k, q4_k, q5_k or iq4_xs super-block (BlockQ2_K: scales[16],
-// qs[64], d, dmin; BlockQ3_K: hmask[32], qs[64], scales[12], d; BlockQ4_K: d, dmin, scales[12], qs[128]; BlockQ5_K:
-// qh[32] before qs; BlockIQ4_XS: d, scales_h, scales_l[4], qs[128]) and where its group's section holds them: f(offset
-// in the block, offset in the section, bytes).
+// The pieces of row r's q2_k, q3_k, q4_k, q5_k or iq4_xs super-block and where its group's
+// section holds them: f(offset in the block, offset in the section, bytes). As stored: BlockQ2_K
+// scales[16], qs[64], d, dmin; BlockQ3_K hmask[32], qs[64], scales[12], d; BlockQ4_K d, dmin,
+// scales[12], qs[128]; BlockQ5_K qh[32] before qs; BlockIQ4_XS d, scales_h, scales_l[4], qs[128].
 template <class F>
 void for_each_section_piece(DType type, int64_t r, F&& f) {
   if (type == DType::Q2_K) {

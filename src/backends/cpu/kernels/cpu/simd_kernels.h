@@ -233,21 +233,18 @@ void matmul_rows(const MatmulArgs& a, int64_t m_begin, int64_t m_end, int64_t n0
 // rows from NR equal parts of [n_begin, n_end), tile i rows i, i + part, i + 2 part, ...: the tiles
 // then read NR long sequential streams, which the hardware prefetcher follows, where NR adjacent
 // rows would be NR streams of a row each (a few KiB), ended before the prefetcher has ramped up.
-// Each stream also prefetches its own weights kPrefetchBytes ahead (when a.prefetch: some CPUs' own
-// prefetchers do better without), as the packed kernels do: on an Intel Xeon (avx512vnni, 2026-11-28)
-// two rows ahead (16 KiB a stream for bf16 at K = 4096, 128 KiB for the 8 streams: more than L1)
-// read f32 / f16 / bf16 at 0.75-0.82 of the read bandwidth, 2 KiB at 0.88-1.02 (avx2 and avx512's
-// q4_0 and q4_k rows 0.05-0.1 faster too, q8_0 and q6_k level).
+// Each stream also prefetches its own weights kDecodePrefetchBytes ahead (isa.h; when a.prefetch:
+// some CPUs' own prefetchers do better without).
 template <class Tile, int NR, int MR_MAX>
 void matmul_typed(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   static_assert(MR_MAX >= 1 && MR_MAX <= 4, "row tiles of 1 to 4");
   if (a.M == 1) {
-    constexpr size_t kPrefetchBytes = 2048;
+    constexpr auto kAhead = static_cast<size_t>(kDecodePrefetchBytes);
     const int64_t part = (n_end - n_begin) / NR;
     for (int64_t i = 0; i < part; ++i) {
       // Within the stream: its rows after row i hold the bytes prefetched past row i's end.
-      const bool ahead_in_stream = static_cast<size_t>(part - 1 - i) * a.w_row_bytes >= kPrefetchBytes;
-      Tile::template run<1, NR>(a, 0, n_begin + i, part, a.prefetch && ahead_in_stream ? kPrefetchBytes : 0);
+      const bool ahead_in_stream = static_cast<size_t>(part - 1 - i) * a.w_row_bytes >= kAhead;
+      Tile::template run<1, NR>(a, 0, n_begin + i, part, a.prefetch && ahead_in_stream ? kAhead : 0);
     }
     for (int64_t n = n_begin + NR * part; n < n_end; ++n) Tile::template run<1, 1>(a, 0, n, 1, 0);
     return;
