@@ -553,7 +553,7 @@ void packed_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[
         w_scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(group[g]) + b));
       }
       const uint8_t* unit = block_units<T>(group[g], blocks, b);
-      [[maybe_unused]] __m512i fifth;  // q5_0, q5_1: the block's unit of fifth bits
+      __m512i fifth = _mm512_setzero_si512();  // q5_0, q5_1: the block's unit of fifth bits
       if constexpr (packed_block_high_bytes(T) != 0) {
         const uint8_t* quants = group[g] + packed_block_quants_at(T, blocks, b);
         // The stream's line the units' prefetches below skip.
