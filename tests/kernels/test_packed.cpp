@@ -209,12 +209,6 @@ bool level_has_packed_kernels() {
   return kernels::cpu::active_isa().matmul_packed != nullptr;
 }
 
-// Whether the active level multiplies a packed weight of `dtype` in its packed kernels: bf16 only
-// where x is rounded to bf16 for BF16 dot products (elsewhere its rows are read back unpacked).
-bool level_runs_packed(DType dtype) {
-  return level_has_packed_kernels() && (dtype != DType::BF16 || kernels::cpu::active_isa().round_row_bf16 != nullptr);
-}
-
 // x as the matmul against `dtype` multiplies it in q8_0 mode: rounded to q8_0, q8_K or bf16.
 RefRounded rounded_x(DType dtype, const std::vector<float>& row) {
   if (dtype != DType::BF16) return ref_round_activations(dtype, row);
@@ -340,9 +334,10 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // for 1 to 3 threads, and every level with packed kernels gives the same bits as the others (amx's packed iq4_nl,
   // q2_k, q3_k, q5_k, q6_k and iq4_xs: the vector loops at every batch). The small batches reach each tile of the
   // panels' loops (the blocks of 32 and iq4_xs: 6, 4 and 2 rows of a 16-row panel, one or two groups as the threads
-  // split N) and each remainder of the rows' batches of 8 (q4_k, q5_k: 4). bf16 (on the levels with BF16 dot products):
-  // tiles of 6 rows and each remainder, 1 and 2 groups (the threads' ranges; Bf16CallsTakeThePackedKernels runs 4), 200
-  // rows (two blocks of rows) and a K of two slices (partial sums kept in y between them).
+  // split N) and each remainder of the rows' batches of 8 (q4_k, q5_k: 4). bf16 (by vdpbf16ps where the level has BF16
+  // dot products, else by FMAs, its two steps): tiles of 6 rows (FMAs: 8) and each remainder, 1 and 2 groups (the
+  // threads' ranges; Bf16CallsTakeThePackedKernels runs more at once), 200 rows (two blocks of rows) and a K of two
+  // slices (partial sums kept in y between them).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
@@ -357,7 +352,7 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
     std::vector<float> first_level;
     for (const std::string& level : kernels::available_simd_levels()) {
       kernels::set_simd_level(level);
-      if (!level_runs_packed(dtype)) continue;
+      if (!level_has_packed_kernels()) continue;
       ++packed_levels;
       const std::string where = std::string(dtype_name(dtype)) + " " + level;
       const auto batch = run_matmul(x, p, 2, &bias);
@@ -365,7 +360,7 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
       EXPECT_EQ(batch, first_level) << where << ": another level's bits";
       EXPECT_EQ(batch, run_matmul(x, p, 1, &bias)) << where << " 1 thread";
       EXPECT_EQ(batch, run_matmul(x, p, 3, &bias)) << where << " 3 threads";
-      for (int64_t rows : {1, 2, 3, 4, 5, 7, 16, 17}) {
+      for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 16, 17}) {
         for (int64_t first : {int64_t{0}, M - rows}) {
           const std::vector<float> part(xv.begin() + first * K, xv.begin() + (first + rows) * K);
           for (int threads : {1, 2, 3}) {
@@ -411,20 +406,21 @@ TEST(PackedWeights, BatchesAgainstBlocksOf32GetTheLevelsCopyOfX) {
   if (checked == 0) GTEST_SKIP() << "no level with packed kernels (avx512vnni and above) on this CPU";
 }
 
-TEST(PackedWeights, Bf16CallsTakeThePackedKernelsWhereXIsRoundedToBf16) {
+TEST(PackedWeights, Bf16CallsTakeThePackedKernels) {
   // Packed bf16 read back as rows gives results within the reference's bound all the same (another
   // order of sums), so only the bits show which loops ran: matmul's must be the level's packed
-  // kernels' on the same rounded x. The direct call takes the whole range at once, which the
-  // threads' splits of matmul never do at these sizes: a row (decode) runs 4 streams of 2 groups
-  // and a ninth alone, a batch blocks of 4 groups and one of 1, over two slices of K and (200
-  // rows) two blocks of rows; matmul's splits run them 1 or 2 groups at a time.
+  // kernels' on the same rounded x (as bf16 where the level has BF16 dot products, else widened to
+  // f32). The direct call takes the whole range at once, which the threads' splits of matmul never
+  // do at these sizes: a row (decode) runs 4 streams of 2 groups and a ninth alone, a batch blocks
+  // of 4 groups and one of 1 (FMAs: 4 of 2 and one of 1), over two slices of K and (200 rows) two
+  // blocks of rows; matmul's splits run them 1 or 2 groups at a time.
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
   int checked = 0;
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
-    if (!level_runs_packed(DType::BF16)) continue;
+    if (!level_has_packed_kernels()) continue;
     ++checked;
     const kernels::cpu::Isa& isa = kernels::cpu::active_isa();
     const int64_t K = 4200, N = 144;
@@ -434,17 +430,21 @@ TEST(PackedWeights, Bf16CallsTakeThePackedKernelsWhereXIsRoundedToBf16) {
     for (int64_t M : {1, 7, 200}) {
       const auto xv = random_floats(static_cast<size_t>(M * K), 71);
       std::vector<uint16_t> xb(static_cast<size_t>(M * K));
-      for (int64_t m = 0; m < M; ++m) isa.round_row_bf16(xv.data() + m * K, K, xb.data() + m * K);
+      std::vector<float> widened(static_cast<size_t>(M * K));
+      for (size_t i = 0; i < xv.size(); ++i) {
+        xb[i] = f32_to_bf16(xv[i]);
+        widened[i] = bf16_to_f32(xb[i]);
+      }
       std::vector<float> direct(static_cast<size_t>(M * N), std::nanf(""));
       kernels::cpu::MatmulArgs a;
       a.w_type = DType::BF16;
-      a.x = xv.data();
+      a.x = widened.data();
       a.M = a.call_rows = M;
       a.K = a.x_stride = K;
       a.w = static_cast<const uint8_t*>(p.data());
       a.w_row_bytes = p.row_bytes();
       a.w_packed = true;
-      a.xb = xb.data();
+      if (isa.round_row_bf16 != nullptr) a.xb = xb.data();
       a.bias = bv.data();
       a.y = direct.data();
       a.y_stride = N;
@@ -452,7 +452,7 @@ TEST(PackedWeights, Bf16CallsTakeThePackedKernelsWhereXIsRoundedToBf16) {
       EXPECT_EQ(run_matmul(f32_tensor(Shape{M, K}, xv, "x"), p, 2, &bias), direct) << level << " M " << M;
     }
   }
-  if (checked == 0) GTEST_SKIP() << "no level with BF16 dot products and packed kernels on this CPU";
+  if (checked == 0) GTEST_SKIP() << "no level with packed kernels (avx512vnni and above) on this CPU";
 }
 
 TEST(PackedWeights, Q4KAndQ5KTilesGiveTheBitsOfThePackedWeights) {
@@ -495,9 +495,8 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{33, 64})) << level << ": not whole groups of 16 rows";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{64})) << level << ": a vector";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q3_K, Shape{32, 480})) << level << ": not whole super-blocks";
-    // bf16 where the level has BF16 dot products; amx keeps its rows for its tiles.
-    const bool bf16_dot = kernels::cpu::active_isa().round_row_bf16 != nullptr;
-    EXPECT_EQ(kernels::repacks_weight(DType::BF16, Shape{32, 66}), packs && bf16_dot && level != "amx") << level;
+    // bf16 too (vdpbf16ps, or FMAs on avx512vnni); amx keeps its rows for its tiles.
+    EXPECT_EQ(kernels::repacks_weight(DType::BF16, Shape{32, 66}), packs && level != "amx") << level;
     EXPECT_FALSE(kernels::repacks_weight(DType::BF16, Shape{32, 65})) << level << ": an odd K";
     EXPECT_FALSE(kernels::repacks_weight(DType::F16, Shape{32, 64})) << level;
   }

@@ -124,8 +124,7 @@ void round_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, cpu::ActivationQuant
 }
 
 // Rows [n_begin, n_end) of y for a packed weight on a level without packed kernels (or x kept
-// f32, or bf16 without BF16 dot products): the rows unpacked a few at a time into this thread's
-// buffer for the level's own matmul.
+// f32): the rows unpacked a few at a time into this thread's buffer for the level's own matmul.
 void matmul_unpacked(const Tensor& w, cpu::MatmulArgs args, const cpu::Isa& isa, int64_t n_begin, int64_t n_end) {
   constexpr int64_t kRows = 64;
   thread_local std::vector<uint8_t> rows;
@@ -311,9 +310,10 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     constexpr int64_t kRowTile = 16;
     const int64_t tiles = (N + kRowTile - 1) / kRowTile;
     const int64_t work_per_tile = kRowTile * K * args.M;
-    // The packed kernels take x rounded: to q8_0 / q8_K, or to bf16 by a level with BF16 dot products.
+    // The packed kernels take x rounded: to q8_0 / q8_K, or to bf16 (as bf16 for BF16 dot products,
+    // else widened to f32).
     const bool packed_kernels = args.w_packed && isa.matmul_packed != nullptr &&
-                                (args.w_type == DType::BF16 ? args.xb != nullptr : args.xq != nullptr);
+                                (args.w_type == DType::BF16 ? round_x_bf16 : args.xq != nullptr);
     pool.parallel_range(tiles, min_chunk_for(work_per_tile, 1 << 16), [&](int64_t begin, int64_t end, int) {
       const int64_t n_begin = begin * kRowTile;
       const int64_t n_end = std::min(N, end * kRowTile);

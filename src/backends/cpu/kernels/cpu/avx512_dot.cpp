@@ -1480,8 +1480,7 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   }
 }
 
-// bf16 comes here only with x rounded to bf16 (a.xb: the avx512bf16 level and amx; matmul.cpp
-// unpacks it elsewhere), so the avx512vnni table never reaches vdpbf16ps.
+// bf16 reaches vdpbf16ps only with a.xb set: the avx512bf16 level and amx (avx512_bf16_packed.h).
 void matmul_packed_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.w_type == DType::BF16) return matmul_packed_bf16(a, n_begin, n_end);
   if (a.w_type == DType::Q8_0) return packed_matmul<DType::Q8_0>(a, n_begin, n_end);
@@ -1545,12 +1544,6 @@ void pack_x_panels(const MatmulArgs& a, int64_t panel_begin, int64_t panel_end, 
   }
 }
 
-// avx512vnni keeps bf16 rows: without BF16 dot products it multiplies them by f32 FMAs on x as
-// it is, which the packed layout would not speed up (a packed one is read back as rows there).
-bool repacks_without_bf16_dot(DType type) {
-  return is_packable_type(type) && type != DType::BF16;
-}
-
 // The super-block code's vectors with VNNI: the scale products summed into the accumulator by one
 // vpdpwssd (the same integers as vpmaddwd then vpaddd: no pair reaches -32768 * -32768).
 struct V512Vnni : V512 {
@@ -1609,7 +1602,7 @@ const Isa* avx512_vnni_isa() {
     level.pack_x = pack_x_panels;
     level.matmul = matmul_dot<false>;
     level.matmul_packed = matmul_packed_dot;
-    level.repacks = repacks_without_bf16_dot;
+    level.repacks = is_packable_type;
     return level;
   }();
   return &isa;

@@ -161,14 +161,13 @@ struct Isa {
   // the k-quants' sub-blocks summed exactly and one step per super-block (q4_k / q5_k: two, the sums
   // and then the mins, packed_q4_k.h add_super_block), packed_weights.h; then acc + bias), so they agree
   // bit for bit, for every M (small_batch_rows does not apply). bf16 reaches it only with x rounded
-  // to bf16 (a.xb: the levels with BF16 dot products), one vdpbf16ps lane per output
-  // (avx512_bf16_packed.h); elsewhere matmul.cpp unpacks its rows.
+  // to bf16 (a.xb on the levels with BF16 dot products, else a.x widened back to f32), one
+  // vdpbf16ps lane per output or its two FMAs (avx512_bf16_packed.h); elsewhere matmul.cpp unpacks
+  // its rows.
   void (*matmul_packed)(const MatmulArgs& args, int64_t n_begin, int64_t n_end) = nullptr;
   // Which packable types (packed_weights.h) this level repacks at load: those its matmul_packed
   // runs faster than the rows as stored. matmul_packed takes every packable type all the same: one
-  // packed elsewhere (another level's, as the tests do) takes its vector loops at every batch; bf16
-  // only with a.xb set (matmul.cpp unpacks it otherwise: on avx512vnni its loops would be
-  // instructions the CPU may lack).
+  // packed elsewhere (another level's, as the tests do) takes its vector loops at every batch.
   bool (*repacks)(DType type) = nullptr;
 };
 
