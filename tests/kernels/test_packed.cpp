@@ -22,17 +22,21 @@ namespace {
 
 constexpr DType kPackable[] = {DType::Q8_0,   DType::Q4_0,   DType::Q4_1, DType::Q5_0, DType::Q5_1,
                                DType::IQ4_NL, DType::Q2_K,   DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                               DType::Q6_K,   DType::IQ4_XS, DType::BF16};
+                               DType::Q6_K,   DType::IQ4_XS, DType::BF16, DType::F16};
 
 bool is_super_block_type(DType dtype) {
   return dtype == DType::Q2_K || dtype == DType::Q3_K || dtype == DType::Q4_K || dtype == DType::Q5_K ||
          dtype == DType::Q6_K || dtype == DType::IQ4_XS;
 }
 
+bool is_float_type(DType dtype) {
+  return dtype == DType::BF16 || dtype == DType::F16;
+}
+
 // A K for each packable type: whole blocks of 32, or super-blocks of 256 for the k-quants; bf16
-// takes any even K, here two short of the blocks.
+// and f16 take any even K, here two short of the blocks.
 int64_t packable_k(DType dtype, int64_t blocks_of_32) {
-  if (dtype == DType::BF16) return blocks_of_32 * 32 - 2;
+  if (is_float_type(dtype)) return blocks_of_32 * 32 - 2;
   return is_super_block_type(dtype) ? (blocks_of_32 + 7) / 8 * 256 : blocks_of_32 * 32;
 }
 
@@ -60,6 +64,7 @@ constexpr size_t kMovedBitByBit = SIZE_MAX;
 // q5_1's bytes but their fifth bits (kMovedBitByBit: expect_fifth_bits_in_their_unit checks those).
 size_t packed_position(DType dtype, int64_t K, int64_t r, int64_t i) {
   if (dtype == DType::BF16) return static_cast<size_t>((i / 4 * 16 + r) * 4 + i % 4);  // element pairs
+  if (dtype == DType::F16) return static_cast<size_t>((i / 2 * 16 + r) * 2 + i % 2);   // elements
   if (dtype == DType::Q5_K) {  // d, dmin, scale planes as q4_k; qh units at 256, qs units at 768
     const int64_t section = i / 176, byte = i % 176;
     const size_t at = static_cast<size_t>(section) * 16 * 176;
@@ -209,10 +214,15 @@ bool level_has_packed_kernels() {
   return kernels::cpu::active_isa().matmul_packed != nullptr;
 }
 
-// x as the matmul against `dtype` multiplies it in q8_0 mode: rounded to q8_0, q8_K or bf16.
+// x as the matmul against `dtype` multiplies it in q8_0 mode: rounded to q8_0, q8_K or bf16, or
+// (f16) as it is.
 RefRounded rounded_x(DType dtype, const std::vector<float>& row) {
-  if (dtype != DType::BF16) return ref_round_activations(dtype, row);
   RefRounded r;
+  if (dtype == DType::F16) {
+    r.x.assign(row.begin(), row.end());
+    return r;
+  }
+  if (dtype != DType::BF16) return ref_round_activations(dtype, row);
   for (float v : row) r.x.push_back(bf16_to_f32(f32_to_bf16(v)));
   return r;
 }
@@ -226,7 +236,7 @@ TEST(PackedWeights, LayoutIsTheSpecifiedOneAndUnpacksToTheSameRows) {
   // and qs units (q5_k: its qh units between; iq4_xs: d, 6 scale planes, qs units; q3_k: d, 12 scale planes, hmask
   // units, qs units; q2_k: d, dmin, 16 scale planes, qs units); q6_k per super-block d, 16 scale
   // planes and 4 quads of units of 6-bit values with a fourth's bits above them; bf16 units [pair][row] of two
-  // elements.
+  // elements; f16 [element][row].
   for (DType dtype : kPackable) {
     const int64_t N = 32, K = packable_k(dtype, is_super_block_type(dtype) ? 16 : 3);
     const Tensor w = random_weight(dtype, N, K, 21);
@@ -335,16 +345,16 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // q2_k, q3_k, q5_k, q6_k and iq4_xs: the vector loops at every batch). The small batches reach each tile of the
   // panels' loops (the blocks of 32 and iq4_xs: 6, 4 and 2 rows of a 16-row panel, one or two groups as the threads
   // split N) and each remainder of the rows' batches of 8 (q4_k, q5_k: 4). bf16 (by vdpbf16ps where the level has BF16
-  // dot products, else by FMAs, its two steps): tiles of 6 rows (FMAs: 8) and each remainder, 1 and 2 groups (the
-  // threads' ranges; Bf16CallsTakeThePackedKernels runs more at once), 200 rows (two blocks of rows) and a K of two
-  // slices (partial sums kept in y between them).
+  // dot products, else by FMAs, its two steps) and f16: tiles of 6 rows (FMAs: 8, f16 10) and each remainder, 1 and 2
+  // groups (the threads' ranges; Bf16CallsTakeThePackedKernels runs more at once), 200 rows (two blocks of rows) and a
+  // K of two slices (partial sums kept in y between them).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
   int packed_levels = 0;
   for (DType dtype : kPackable) {
-    const bool bf16 = dtype == DType::BF16;
-    const int64_t M = bf16 ? 200 : 37, K = bf16 ? 4200 : is_super_block_type(dtype) ? 768 : 352, N = 80;
+    const bool floats = is_float_type(dtype);
+    const int64_t M = floats ? 200 : 37, K = floats ? 4200 : is_super_block_type(dtype) ? 768 : 352, N = 80;
     const auto xv = random_floats(static_cast<size_t>(M * K), 41);
     const Tensor x = f32_tensor(Shape{M, K}, xv, "x");
     const Tensor p = packed_copy(random_weight(dtype, N, K, 42));
@@ -360,7 +370,7 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
       EXPECT_EQ(batch, first_level) << where << ": another level's bits";
       EXPECT_EQ(batch, run_matmul(x, p, 1, &bias)) << where << " 1 thread";
       EXPECT_EQ(batch, run_matmul(x, p, 3, &bias)) << where << " 3 threads";
-      for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 16, 17}) {
+      for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 9, 16, 17}) {
         for (int64_t first : {int64_t{0}, M - rows}) {
           const std::vector<float> part(xv.begin() + first * K, xv.begin() + (first + rows) * K);
           for (int threads : {1, 2, 3}) {
@@ -406,14 +416,14 @@ TEST(PackedWeights, BatchesAgainstBlocksOf32GetTheLevelsCopyOfX) {
   if (checked == 0) GTEST_SKIP() << "no level with packed kernels (avx512vnni and above) on this CPU";
 }
 
-TEST(PackedWeights, Bf16CallsTakeThePackedKernels) {
-  // Packed bf16 read back as rows gives results within the reference's bound all the same (another
-  // order of sums), so only the bits show which loops ran: matmul's must be the level's packed
-  // kernels' on the same rounded x (as bf16 where the level has BF16 dot products, else widened to
-  // f32). The direct call takes the whole range at once, which the threads' splits of matmul never
-  // do at these sizes: a row (decode) runs 4 streams of 2 groups and a ninth alone, a batch blocks
-  // of 4 groups and one of 1 (FMAs: 4 of 2 and one of 1), over two slices of K and (200 rows) two
-  // blocks of rows; matmul's splits run them 1 or 2 groups at a time.
+TEST(PackedWeights, FloatCallsTakeThePackedKernels) {
+  // Packed bf16 and f16 read back as rows give results within the reference's bound all the same
+  // (another order of sums), so only the bits show which loops ran: matmul's must be the level's
+  // packed kernels' on the same x (bf16: rounded, as bf16 where the level has BF16 dot products,
+  // else widened to f32; f16: as it is). The direct call takes the whole range at once, which the
+  // threads' splits of matmul never do at these sizes: a row (decode) runs 4 streams of 2 groups and
+  // a ninth alone, a batch blocks of 4 groups and one of 1 (FMAs: 4 of 2 and one of 1), over two
+  // slices of K and (200 rows) two blocks of rows; matmul's splits run them 1 or 2 groups at a time.
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
@@ -424,32 +434,37 @@ TEST(PackedWeights, Bf16CallsTakeThePackedKernels) {
     ++checked;
     const kernels::cpu::Isa& isa = kernels::cpu::active_isa();
     const int64_t K = 4200, N = 144;
-    const Tensor p = packed_copy(random_weight(DType::BF16, N, K, 72));
-    const auto bv = random_floats(static_cast<size_t>(N), 73);
-    const Tensor bias = f32_tensor(Shape{N}, bv, "bias");
-    for (int64_t M : {1, 7, 200}) {
-      const auto xv = random_floats(static_cast<size_t>(M * K), 71);
-      std::vector<uint16_t> xb(static_cast<size_t>(M * K));
-      std::vector<float> widened(static_cast<size_t>(M * K));
-      for (size_t i = 0; i < xv.size(); ++i) {
-        xb[i] = f32_to_bf16(xv[i]);
-        widened[i] = bf16_to_f32(xb[i]);
+    for (DType dtype : {DType::BF16, DType::F16}) {
+      const Tensor p = packed_copy(random_weight(dtype, N, K, 72));
+      const auto bv = random_floats(static_cast<size_t>(N), 73);
+      const Tensor bias = f32_tensor(Shape{N}, bv, "bias");
+      for (int64_t M : {1, 7, 200}) {
+        const auto xv = random_floats(static_cast<size_t>(M * K), 71);
+        std::vector<uint16_t> xb(static_cast<size_t>(M * K));
+        std::vector<float> x_in = xv;
+        if (dtype == DType::BF16) {
+          for (size_t i = 0; i < xv.size(); ++i) {
+            xb[i] = f32_to_bf16(xv[i]);
+            x_in[i] = bf16_to_f32(xb[i]);
+          }
+        }
+        std::vector<float> direct(static_cast<size_t>(M * N), std::nanf(""));
+        kernels::cpu::MatmulArgs a;
+        a.w_type = dtype;
+        a.x = x_in.data();
+        a.M = a.call_rows = M;
+        a.K = a.x_stride = K;
+        a.w = static_cast<const uint8_t*>(p.data());
+        a.w_row_bytes = p.row_bytes();
+        a.w_packed = true;
+        if (dtype == DType::BF16 && isa.round_row_bf16 != nullptr) a.xb = xb.data();
+        a.bias = bv.data();
+        a.y = direct.data();
+        a.y_stride = N;
+        isa.matmul_packed(a, 0, N);
+        EXPECT_EQ(run_matmul(f32_tensor(Shape{M, K}, xv, "x"), p, 2, &bias), direct)
+            << dtype_name(dtype) << " " << level << " M " << M;
       }
-      std::vector<float> direct(static_cast<size_t>(M * N), std::nanf(""));
-      kernels::cpu::MatmulArgs a;
-      a.w_type = DType::BF16;
-      a.x = widened.data();
-      a.M = a.call_rows = M;
-      a.K = a.x_stride = K;
-      a.w = static_cast<const uint8_t*>(p.data());
-      a.w_row_bytes = p.row_bytes();
-      a.w_packed = true;
-      if (isa.round_row_bf16 != nullptr) a.xb = xb.data();
-      a.bias = bv.data();
-      a.y = direct.data();
-      a.y_stride = N;
-      isa.matmul_packed(a, 0, N);
-      EXPECT_EQ(run_matmul(f32_tensor(Shape{M, K}, xv, "x"), p, 2, &bias), direct) << level << " M " << M;
     }
   }
   if (checked == 0) GTEST_SKIP() << "no level with packed kernels (avx512vnni and above) on this CPU";
@@ -495,18 +510,24 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{33, 64})) << level << ": not whole groups of 16 rows";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{64})) << level << ": a vector";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q3_K, Shape{32, 480})) << level << ": not whole super-blocks";
-    // bf16 too (vdpbf16ps, or FMAs on avx512vnni); amx keeps its rows for its tiles.
+    // bf16 too (vdpbf16ps, or FMAs on avx512vnni), amx keeping its rows for its tiles; f16 (FMAs) at every level
+    // with packed kernels.
     EXPECT_EQ(kernels::repacks_weight(DType::BF16, Shape{32, 66}), packs && level != "amx") << level;
+    EXPECT_EQ(kernels::repacks_weight(DType::F16, Shape{32, 66}), packs) << level;
     EXPECT_FALSE(kernels::repacks_weight(DType::BF16, Shape{32, 65})) << level << ": an odd K";
-    EXPECT_FALSE(kernels::repacks_weight(DType::F16, Shape{32, 64})) << level;
+    EXPECT_FALSE(kernels::repacks_weight(DType::F16, Shape{32, 65})) << level << ": an odd K";
+    EXPECT_FALSE(kernels::repacks_weight(DType::F32, Shape{32, 64})) << level;
   }
-  // The packed kernels take x rounded to q8_0: with f32 activations nothing is packed.
+  // The packed kernels take x rounded to q8_0: with f32 activations nothing is packed but f16, whose kernels take x as
+  // it is.
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::F32);
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{32, 64})) << level << " with f32 activations";
     EXPECT_FALSE(kernels::repacks_weight(DType::BF16, Shape{32, 66})) << level << " with f32 activations";
+    EXPECT_EQ(kernels::repacks_weight(DType::F16, Shape{32, 66}), level_has_packed_kernels())
+        << level << " with f32 activations";
   }
 }
 
@@ -522,6 +543,9 @@ TEST(PackedWeights, OtherKernelsAndReshapeRefuseAPackedWeight) {
   Tensor rows = random_weight(DType::Q2_K, 8, 256, 52);
   expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(rows, pool); },
                {"'w'", "q2_k", "16-row groups"});
-  Tensor f16 = random_weight(DType::F16, 16, 256, 53);
-  expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(f16, pool); }, {"'w'", "f16"});
+  Tensor f32 = random_weight(DType::F32, 16, 256, 53);
+  expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(f32, pool); }, {"'w'", "f32"});
+  Tensor odd_f16 = random_weight(DType::F16, 16, 255, 54);
+  expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(odd_f16, pool); },
+               {"'w'", "f16", "even number of columns"});
 }

@@ -48,13 +48,18 @@ enum class Scratch { WeightRows, WeightTiles, WeightFactors, PaddedFirst, Padded
   return buffer.data();
 }
 
-// The types this level repacks (Isa::repacks): those with packed tiles. q4_1, q5_0, q5_1, iq4_nl,
-// q2_k, q3_k, q5_k, q6_k, iq4_xs and bf16 stay as stored, their prompts going to the tiles as rows (unpacked_tiles,
-// k4_tiles, super_tiles, bf16_tiles); a packed one (packed at another level) takes the vector loops at
-// every batch. q5_k's tiles as stored give the packed vector loops' bits (k4_group_tiles), so
-// packed q5_k tiles (q4_k's, with its fifth bits) would need no other change.
+// The types with packed tiles. q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q5_k, q6_k, iq4_xs and bf16
+// stay as stored, their prompts going to the tiles as rows (unpacked_tiles, k4_tiles, super_tiles,
+// bf16_tiles); a packed one (packed at another level) takes the vector loops at every batch. q5_k's
+// tiles as stored give the packed vector loops' bits (k4_group_tiles), so packed q5_k tiles (q4_k's,
+// with its fifth bits) would need no other change.
 [[maybe_unused]] bool amx_repacks(DType type) {
   return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K;
+}
+// The types this level repacks (Isa::repacks): those, and f16, which no tile takes (the vector
+// loops' FMAs on the packed rows at every batch, as on avx512vnni).
+[[maybe_unused]] bool amx_level_repacks(DType type) {
+  return amx_repacks(type) || type == DType::F16;
 }
 
 }  // namespace
@@ -1140,7 +1145,7 @@ const Isa* amx_isa() {
     level.name = "amx";
     level.matmul = matmul_amx;
     level.matmul_packed = matmul_packed_amx;
-    level.repacks = amx_repacks;
+    level.repacks = amx_level_repacks;
     level.packed_x_size = packed_x_size;
     level.pack_x = pack_x;
     level.small_batch_rows = kMaxVectorRows;

@@ -1,10 +1,12 @@
 // The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl,
-// q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs and bf16 matrices with N a multiple of 16, reordered at load so that dot
-// products read sixteen rows at once. The bits are the rows' own, only moved (bytes, except q5_0 / q5_1's fifth bits
-// and q6_k's quants): a group of 16 rows takes 16 * row_bytes, as the rows did.
+// q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, bf16 and f16 matrices with N a multiple of 16, reordered at load so that
+// dot products read sixteen rows at once. The bits are the rows' own, only moved (bytes, except q5_0 / q5_1's fifth
+// bits and q6_k's quants): a group of 16 rows takes 16 * row_bytes, as the rows did.
 //
 // bf16: a group is units of 4 bytes, [K / 2][16][4]: unit u of row r at (u * 16 + r) * 4, the
 //   row's elements 2u and 2u + 1 (what one lane of vdpbf16ps takes, the rows in its 16 lanes).
+// f16: a group is the rows' elements, [K][16]: element k of row r at (k * 16 + r) * 2 (so 64 bytes
+//   are elements 2u and 2u + 1 of the 16 rows, each half what one vcvtph2ps widens).
 //
 // q8_0, q4_0 and iq4_nl: a group is
 //   scales: [K / 32][16] f16, block b's scale of row r at b * 16 + r;
@@ -124,12 +126,16 @@ constexpr bool is_packed_super_block(DType t) {
   return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
          t == DType::IQ4_XS;
 }
-constexpr bool is_packable_type(DType t) {
-  return is_packed_block_of_32(t) || is_packed_super_block(t) || t == DType::BF16;
+// bf16 and f16: the float types packed, in units of two elements of the 16 rows.
+constexpr bool is_packed_float(DType t) {
+  return t == DType::BF16 || t == DType::F16;
 }
-// The elements of K a packed row must come in: a block (32), a super-block (256) or bf16's pair.
+constexpr bool is_packable_type(DType t) {
+  return is_packed_block_of_32(t) || is_packed_super_block(t) || is_packed_float(t);
+}
+// The elements of K a packed row must come in: a block (32), a super-block (256) or a float unit's 2.
 constexpr int64_t packed_k_multiple(DType t) {
-  if (t == DType::BF16) return 2;
+  if (is_packed_float(t)) return 2;
   return is_packed_super_block(t) ? kQK_K : 32;
 }
 // The blocks of 32, per block of one row: the f16 factors (d; q4_1 and q5_1: d, m), the fifth bits
