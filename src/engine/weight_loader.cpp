@@ -61,8 +61,10 @@ Tensor transformed_source(const TensorRecord& record, const ParamSpec& p) {
 
 // Whether the graph multiplies by this parameter, rather than only looking rows up in it: true
 // for every matrix but a token embedding table that no other module reads (an untied one), which
-// a device's repacked layout would not speed up and which stays mapped in place.
+// a device's repacked layout would not speed up and which stays mapped in place, and those read
+// as activations (which other ops than matmul and embedding could not read repacked).
 bool multiplied_by(const ModelSpec& spec, const ParamSpec& p) {
+  if (p.read_as_activation) return false;
   if (p.role != LogicalTensor::TokenEmbedding) return true;
   for (const auto& module : spec.modules) {
     for (const auto& other : module.params) {

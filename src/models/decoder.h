@@ -35,6 +35,9 @@ struct ParamSpec {
   DType stored_dtype = DType::F32;
   DType compute_dtype = DType::F32;  // matrices keep their stored dtype; vectors (norms, biases) become f32
   Shape shape;                       // as the graph reads it
+  // Read by other ops than matmul and embedding (a norm, an add), as an activation is: kept in
+  // rows, never in a device's own layout for its matmuls (Device::repacks_weight).
+  bool read_as_activation = false;
 
   const std::string& checkpoint_name() const { return source.empty() ? name : source; }
 };

@@ -25,8 +25,11 @@ void add_resampler_params(ModelSpec& spec, SpecCollector& c) {
   const auto vec = [](int64_t n) { return Shape{n}; };
   ModuleSpec m{projector_module(), {}, 0};
   c.add_named(m, kRoot + "query", Shape{Q, E});
-  // The queries are normalised as activations: read in f32 whatever the checkpoint stores.
-  if (!m.params.empty()) m.params.back().compute_dtype = DType::F32;
+  // The queries are normalised as activations: read in f32 whatever the checkpoint stores, in rows.
+  if (!m.params.empty()) {
+    m.params.back().compute_dtype = DType::F32;
+    m.params.back().read_as_activation = true;
+  }
   c.add_named(m, kRoot + "kv_proj.weight", Shape{E, v.hidden});
   for (const char* norm : {"ln_q", "ln_kv", "ln_post"}) {
     c.add_named(m, fmt::format("{}{}.weight", kRoot, norm), vec(E));

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_device.h"
+#include "backends/cpu/kernels/kernels.h"
 #include "core/error.h"
 #include "engine/checkpoint.h"
 #include "engine/image_processor.h"
@@ -148,6 +149,20 @@ TEST_P(MiniCpmvModelGolden, TowerOutputOfEveryVisionInputMatches) {
     const std::vector<float> got(t.data_as<float>(), t.data_as<float>() + t.shape().numel());
     EXPECT_LE(max_abs_diff(got, c.f32("vision_out_" + two_digits(i))), kVisionAbs);
   }
+}
+
+// The resampler's queries are normalised as activations: a CPU device that repacks the tower's
+// f32 matrices (the avx512vnni level and up) must keep them in rows, or the norm refuses them.
+// Where the level repacks nothing both hold trivially; the goldens above then run the rows.
+TEST_P(MiniCpmvModelGolden, TheResamplersQueriesStayInRowsWhereItsMatricesAreRepacked) {
+  OneDevice m(c.model_dir());
+  const Tensor* query = m.weights.find("resampler.query");
+  const Tensor* kv_proj = m.weights.find("resampler.kv_proj.weight");
+  ASSERT_NE(query, nullptr);
+  ASSERT_NE(kv_proj, nullptr);
+  EXPECT_EQ(query->layout(), Layout::Rows);
+  EXPECT_EQ(kv_proj->layout(),
+            kernels::repacks_weight(kv_proj->dtype(), kv_proj->shape()) ? Layout::Packed : Layout::Rows);
 }
 
 TEST_P(MiniCpmvModelGolden, ResamplerPositionsAreTheOriginalsSinCosTable) {
