@@ -22,7 +22,7 @@ namespace {
 
 constexpr DType kPackable[] = {DType::Q8_0,   DType::Q4_0,   DType::Q4_1, DType::Q5_0, DType::Q5_1,
                                DType::IQ4_NL, DType::Q2_K,   DType::Q3_K, DType::Q4_K, DType::Q5_K,
-                               DType::Q6_K,   DType::IQ4_XS, DType::BF16, DType::F16};
+                               DType::Q6_K,   DType::IQ4_XS, DType::BF16, DType::F16,  DType::F32};
 
 bool is_super_block_type(DType dtype) {
   return dtype == DType::Q2_K || dtype == DType::Q3_K || dtype == DType::Q4_K || dtype == DType::Q5_K ||
@@ -30,11 +30,11 @@ bool is_super_block_type(DType dtype) {
 }
 
 bool is_float_type(DType dtype) {
-  return dtype == DType::BF16 || dtype == DType::F16;
+  return dtype == DType::BF16 || dtype == DType::F16 || dtype == DType::F32;
 }
 
-// A K for each packable type: whole blocks of 32, or super-blocks of 256 for the k-quants; bf16
-// and f16 take any even K, here two short of the blocks.
+// A K for each packable type: whole blocks of 32, or super-blocks of 256 for the k-quants; the
+// float types take any even K, here two short of the blocks.
 int64_t packable_k(DType dtype, int64_t blocks_of_32) {
   if (is_float_type(dtype)) return blocks_of_32 * 32 - 2;
   return is_super_block_type(dtype) ? (blocks_of_32 + 7) / 8 * 256 : blocks_of_32 * 32;
@@ -65,6 +65,7 @@ constexpr size_t kMovedBitByBit = SIZE_MAX;
 size_t packed_position(DType dtype, int64_t K, int64_t r, int64_t i) {
   if (dtype == DType::BF16) return static_cast<size_t>((i / 4 * 16 + r) * 4 + i % 4);  // element pairs
   if (dtype == DType::F16) return static_cast<size_t>((i / 2 * 16 + r) * 2 + i % 2);   // elements
+  if (dtype == DType::F32) return static_cast<size_t>((i / 4 * 16 + r) * 4 + i % 4);
   if (dtype == DType::Q5_K) {  // d, dmin, scale planes as q4_k; qh units at 256, qs units at 768
     const int64_t section = i / 176, byte = i % 176;
     const size_t at = static_cast<size_t>(section) * 16 * 176;
@@ -215,10 +216,10 @@ bool level_has_packed_kernels() {
 }
 
 // x as the matmul against `dtype` multiplies it in q8_0 mode: rounded to q8_0, q8_K or bf16, or
-// (f16) as it is.
+// (f16, f32) as it is.
 RefRounded rounded_x(DType dtype, const std::vector<float>& row) {
   RefRounded r;
-  if (dtype == DType::F16) {
+  if (dtype == DType::F16 || dtype == DType::F32) {
     r.x.assign(row.begin(), row.end());
     return r;
   }
@@ -236,7 +237,7 @@ TEST(PackedWeights, LayoutIsTheSpecifiedOneAndUnpacksToTheSameRows) {
   // and qs units (q5_k: its qh units between; iq4_xs: d, 6 scale planes, qs units; q3_k: d, 12 scale planes, hmask
   // units, qs units; q2_k: d, dmin, 16 scale planes, qs units); q6_k per super-block d, 16 scale
   // planes and 4 quads of units of 6-bit values with a fourth's bits above them; bf16 units [pair][row] of two
-  // elements; f16 [element][row].
+  // elements; f16 and f32 [element][row].
   for (DType dtype : kPackable) {
     const int64_t N = 32, K = packable_k(dtype, is_super_block_type(dtype) ? 16 : 3);
     const Tensor w = random_weight(dtype, N, K, 21);
@@ -345,9 +346,9 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // q2_k, q3_k, q5_k, q6_k and iq4_xs: the vector loops at every batch). The small batches reach each tile of the
   // panels' loops (the blocks of 32 and iq4_xs: 6, 4 and 2 rows of a 16-row panel, one or two groups as the threads
   // split N) and each remainder of the rows' batches of 8 (q4_k, q5_k: 4). bf16 (by vdpbf16ps where the level has BF16
-  // dot products, else by FMAs, its two steps) and f16: tiles of 6 rows (FMAs: 8, f16 10) and each remainder, 1 and 2
-  // groups (the threads' ranges; Bf16CallsTakeThePackedKernels runs more at once), 200 rows (two blocks of rows) and a
-  // K of two slices (partial sums kept in y between them).
+  // dot products, else by FMAs, its two steps), f16 and f32: tiles of 6 rows (FMAs: 8, f16 10) and each remainder, 1
+  // and 2 groups (the threads' ranges; Bf16CallsTakeThePackedKernels runs more at once), 200 rows (two blocks of rows)
+  // and a K of two slices (partial sums kept in y between them).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
@@ -417,10 +418,10 @@ TEST(PackedWeights, BatchesAgainstBlocksOf32GetTheLevelsCopyOfX) {
 }
 
 TEST(PackedWeights, FloatCallsTakeThePackedKernels) {
-  // Packed bf16 and f16 read back as rows give results within the reference's bound all the same
-  // (another order of sums), so only the bits show which loops ran: matmul's must be the level's
-  // packed kernels' on the same x (bf16: rounded, as bf16 where the level has BF16 dot products,
-  // else widened to f32; f16: as it is). The direct call takes the whole range at once, which the
+  // Packed bf16, f16 and f32 read back as rows give results within the reference's bound all the
+  // same (another order of sums), so only the bits show which loops ran: matmul's must be the
+  // level's packed kernels' on the same x (bf16: rounded, as bf16 where the level has BF16 dot
+  // products, else widened to f32; f16, f32: as it is). The direct call takes the whole range at once, which the
   // threads' splits of matmul never do at these sizes: a row (decode) runs 4 streams of 2 groups and
   // a ninth alone, a batch blocks of 4 groups and one of 1 (FMAs: 4 of 2 and one of 1), over two
   // slices of K and (200 rows) two blocks of rows; matmul's splits run them 1 or 2 groups at a time.
@@ -434,7 +435,7 @@ TEST(PackedWeights, FloatCallsTakeThePackedKernels) {
     ++checked;
     const kernels::cpu::Isa& isa = kernels::cpu::active_isa();
     const int64_t K = 4200, N = 144;
-    for (DType dtype : {DType::BF16, DType::F16}) {
+    for (DType dtype : {DType::BF16, DType::F16, DType::F32}) {
       const Tensor p = packed_copy(random_weight(dtype, N, K, 72));
       const auto bv = random_floats(static_cast<size_t>(N), 73);
       const Tensor bias = f32_tensor(Shape{N}, bv, "bias");
@@ -510,24 +511,27 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{33, 64})) << level << ": not whole groups of 16 rows";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{64})) << level << ": a vector";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q3_K, Shape{32, 480})) << level << ": not whole super-blocks";
-    // bf16 too (vdpbf16ps, or FMAs on avx512vnni), amx keeping its rows for its tiles; f16 (FMAs) at every level
-    // with packed kernels.
+    // bf16 too (vdpbf16ps, or FMAs on avx512vnni), amx keeping its rows for its tiles; f16 and f32 (FMAs) at every
+    // level with packed kernels.
     EXPECT_EQ(kernels::repacks_weight(DType::BF16, Shape{32, 66}), packs && level != "amx") << level;
-    EXPECT_EQ(kernels::repacks_weight(DType::F16, Shape{32, 66}), packs) << level;
-    EXPECT_FALSE(kernels::repacks_weight(DType::BF16, Shape{32, 65})) << level << ": an odd K";
-    EXPECT_FALSE(kernels::repacks_weight(DType::F16, Shape{32, 65})) << level << ": an odd K";
-    EXPECT_FALSE(kernels::repacks_weight(DType::F32, Shape{32, 64})) << level;
+    for (DType floats : {DType::F16, DType::F32})
+      EXPECT_EQ(kernels::repacks_weight(floats, Shape{32, 66}), packs) << level << " " << dtype_name(floats);
+    for (DType floats : {DType::BF16, DType::F16, DType::F32})
+      EXPECT_FALSE(kernels::repacks_weight(floats, Shape{32, 65}))
+          << level << " " << dtype_name(floats) << ": an odd K";
   }
-  // The packed kernels take x rounded to q8_0: with f32 activations nothing is packed but f16, whose kernels take x as
-  // it is.
+  // The packed kernels take x rounded to q8_0: with f32 activations nothing is packed but f16 and f32, whose kernels
+  // take x as it is.
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::F32);
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{32, 64})) << level << " with f32 activations";
     EXPECT_FALSE(kernels::repacks_weight(DType::BF16, Shape{32, 66})) << level << " with f32 activations";
-    EXPECT_EQ(kernels::repacks_weight(DType::F16, Shape{32, 66}), level_has_packed_kernels())
-        << level << " with f32 activations";
+    for (DType floats : {DType::F16, DType::F32}) {
+      EXPECT_EQ(kernels::repacks_weight(floats, Shape{32, 66}), level_has_packed_kernels())
+          << level << " " << dtype_name(floats) << " with f32 activations";
+    }
   }
 }
 
@@ -543,8 +547,6 @@ TEST(PackedWeights, OtherKernelsAndReshapeRefuseAPackedWeight) {
   Tensor rows = random_weight(DType::Q2_K, 8, 256, 52);
   expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(rows, pool); },
                {"'w'", "q2_k", "16-row groups"});
-  Tensor f32 = random_weight(DType::F32, 16, 256, 53);
-  expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(f32, pool); }, {"'w'", "f32"});
   Tensor odd_f16 = random_weight(DType::F16, 16, 255, 54);
   expect_error(ErrorKind::Internal, [&] { (void)kernels::repack_weight(odd_f16, pool); },
                {"'w'", "f16", "even number of columns"});

@@ -275,7 +275,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
       (!cpu::is_packable_type(w.dtype()) || N % cpu::kPackedRows != 0 || K % cpu::packed_k_multiple(w.dtype()) != 0)) {
     fail(ErrorKind::Internal,
          "matmul: weight '{}' ({} {}) is marked packed but is not a q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, "
-         "q4_k, q5_k, q6_k, iq4_xs, bf16 or f16 matrix of 16-row groups",
+         "q4_k, q5_k, q6_k, iq4_xs, bf16, f16 or f32 matrix of 16-row groups",
          w.name(), dtype_name(w.dtype()), w.shape().str());
   }
   if (args.M == 0 || N == 0) return;
@@ -311,10 +311,10 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     const int64_t tiles = (N + kRowTile - 1) / kRowTile;
     const int64_t work_per_tile = kRowTile * K * args.M;
     // The packed kernels take x rounded: to q8_0 / q8_K, or to bf16 (as bf16 for BF16 dot products,
-    // else widened to f32); f16 as it is.
+    // else widened to f32); f16 and f32 as it is.
     bool x_for_packed = args.xq != nullptr;
     if (args.w_type == DType::BF16) x_for_packed = round_x_bf16;
-    if (args.w_type == DType::F16) x_for_packed = true;
+    if (args.w_type == DType::F16 || args.w_type == DType::F32) x_for_packed = true;
     const bool packed_kernels = args.w_packed && isa.matmul_packed != nullptr && x_for_packed;
     pool.parallel_range(tiles, min_chunk_for(work_per_tile, 1 << 16), [&](int64_t begin, int64_t end, int) {
       const int64_t n_begin = begin * kRowTile;

@@ -1,5 +1,5 @@
-// Repacking q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k..q6_k, iq4_xs, bf16 and f16 weights at load into the layout of
-// cpu/packed_weights.h, and reading them back a row at a time.
+// Repacking q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k..q6_k, iq4_xs, bf16, f16 and f32 weights at load into the
+// layout of cpu/packed_weights.h, and reading them back a row at a time.
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
@@ -32,17 +32,17 @@ bool repacks_weight(DType dtype, const Shape& shape) {
   return cpu::is_packable_type(dtype) && shape.rank == 2 && shape[0] > 0 && shape[0] % cpu::kPackedRows == 0 &&
          shape[1] > 0 && shape[1] % cpu::packed_k_multiple(dtype) == 0 && isa.repacks != nullptr &&
          isa.repacks(dtype) && repack_enabled() &&
-         // the packed kernels take x rounded (q8_0, q8_K, bf16), but f16's as it is
-         (dtype == DType::F16 || q8_0_activations() == Q8Activations::Q8_0);
+         // the packed kernels take x rounded (q8_0, q8_K, bf16), but f16's and f32's as it is
+         (dtype == DType::F16 || dtype == DType::F32 || q8_0_activations() == Q8Activations::Q8_0);
 }
 
 Tensor repack_weight(const Tensor& w, ThreadPool& pool) {
   if (!cpu::is_packable_type(w.dtype()) || w.rank() != 2 || w.dim(0) % cpu::kPackedRows != 0 ||
       w.dim(1) % cpu::packed_k_multiple(w.dtype()) != 0 || w.layout() != Layout::Rows) {
     fail(ErrorKind::Internal,
-         "repack_weight: '{}' ({} {}) is not a q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k..q6_k, iq4_xs, bf16 or f16 "
-         "matrix of whole 16-row groups (bf16, f16: of an even number of columns; the k-quants and iq4_xs: of whole "
-         "super-blocks)",
+         "repack_weight: '{}' ({} {}) is not a q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k..q6_k, iq4_xs, bf16, f16 or "
+         "f32 matrix of whole 16-row groups (bf16, f16, f32: of an even number of columns; the k-quants and iq4_xs: of "
+         "whole super-blocks)",
          w.name(), dtype_name(w.dtype()), w.shape().str());
   }
   const size_t row_bytes = w.row_bytes();

@@ -56,10 +56,10 @@ enum class Scratch { WeightRows, WeightTiles, WeightFactors, PaddedFirst, Padded
 [[maybe_unused]] bool amx_repacks(DType type) {
   return type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K;
 }
-// The types this level repacks (Isa::repacks): those, and f16, which no tile takes (the vector
-// loops' FMAs on the packed rows at every batch, as on avx512vnni).
+// The types this level repacks (Isa::repacks): those, and f16 and f32, which no tile takes (the
+// vector loops' FMAs on the packed rows at every batch, as on avx512vnni).
 [[maybe_unused]] bool amx_level_repacks(DType type) {
-  return amx_repacks(type) || type == DType::F16;
+  return amx_repacks(type) || type == DType::F16 || type == DType::F32;
 }
 
 }  // namespace

@@ -1482,7 +1482,7 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 
 // bf16 reaches vdpbf16ps only with a.xb set: the avx512bf16 level and amx (avx512_float_packed.h).
 void matmul_packed_dot(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  if (a.w_type == DType::BF16 || a.w_type == DType::F16) return matmul_packed_float(a, n_begin, n_end);
+  if (is_packed_float(a.w_type)) return matmul_packed_float(a, n_begin, n_end);
   if (a.w_type == DType::Q8_0) return packed_matmul<DType::Q8_0>(a, n_begin, n_end);
   if (a.w_type == DType::Q2_K) return packed_matmul<DType::Q2_K>(a, n_begin, n_end);
   if (a.w_type == DType::Q3_K) return packed_matmul<DType::Q3_K>(a, n_begin, n_end);

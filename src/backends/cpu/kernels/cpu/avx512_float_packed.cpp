@@ -1,12 +1,13 @@
-// Packed bf16 and f16 weights (avx512_float_packed.h). A 64-byte unit of a group is two elements of
-// its 16 rows, so it meets two broadcast elements of x and sums into the 16 rows' outputs
-// themselves: no horizontal sums, and each x broadcast serves every group of the tile.
+// Packed bf16, f16 and f32 weights (avx512_float_packed.h). A unit of a group (64 bytes, f32's 128)
+// is two elements of its 16 rows, so it meets two broadcast elements of x and sums into the 16
+// rows' outputs themselves: no horizontal sums, and each x broadcast serves every group of the tile.
 //   bf16 against x rounded to bf16 (a.xb): one vdpbf16ps a unit.
 //   bf16 against x rounded and widened to f32 (a.x: levels without BF16 dot products): two FMAs, on
 //     the unit's odd elements (its high halves, masked) then its even ones (shifted up), which are
 //     vdpbf16ps's two steps.
 //   f16 against x as it is: two FMAs, on the unit's first 32 bytes (element 2u of the 16 rows)
 //     then its second (2u + 1), each widened by vcvtph2ps.
+//   f32 against x as it is: two FMAs, on the unit's first 64 bytes (element 2u) then its second.
 // Batches take tiles of a few rows of x by a few groups (vdpbf16ps 6 x 4, bf16 by FMA 8 x 2, f16 10 x
 // 2: 16-24 accumulators; on an Intel Xeon bf16 by FMA in 6 x 3 and 4 x 4 ran 0.72 of the FMA peak
 // where 8 x 2 ran 0.77, and f16 0.63 in 8 x 2, 0.71 in 10 x 2: more rows of x per conversion, f16's
@@ -33,7 +34,8 @@
 namespace ferry::kernels::cpu {
 namespace {
 
-// Units (pairs of K) per pass over a block of weight rows (64 rows x 4096 elements: 512 KiB).
+// Units (pairs of K) per pass over a block of weight rows (64 rows x 4096 elements of 2 bytes:
+// 512 KiB; f32 half as many units, the same bytes).
 constexpr int64_t kSliceUnits = 2048;
 // Rows of x per pass over the weights: a block of x that the caches keep while every block of
 // weight rows streams past it (a stand-alone copy of these loops held 384 GFLOP/s at 4092 rows
@@ -41,7 +43,12 @@ constexpr int64_t kSliceUnits = 2048;
 constexpr int64_t kBlockRows = 192;
 
 // How a tile multiplies a unit (the file's comment).
-enum class UnitOp { Bf16Dot, Bf16Fma, F16Fma };
+enum class UnitOp { Bf16Dot, Bf16Fma, F16Fma, F32Fma };
+
+template <UnitOp Op>
+constexpr int64_t kUnitBytes = Op == UnitOp::F32Fma ? 128 : 64;
+template <UnitOp Op>
+constexpr int64_t kOpSliceUnits = kSliceUnits * 64 / kUnitBytes<Op>;
 
 // y for rows [m0, m0 + MR) and the 16 outputs of each group g (from n0[g]), over units
 // [u_begin, u_end) of K: started from 0 at the first unit, else from the partial sums in y; bias
@@ -76,8 +83,12 @@ void unit_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G]
     // One row of x streams every weight once (decode): ahead of the hardware prefetcher, which
     // stops at page ends.
     if (MR == 1 && a.M == 1 && a.prefetch) {
-      for (int g = 0; g < G; ++g)
-        _mm_prefetch(reinterpret_cast<const char*>(group[g] + u * 64 + kDecodePrefetchBytes), _MM_HINT_T0);
+      for (int g = 0; g < G; ++g) {
+        for (int64_t line = 0; line < kUnitBytes<Op>; line += 64) {
+          const uint8_t* ahead = group[g] + u * kUnitBytes<Op> + line + kDecodePrefetchBytes;
+          _mm_prefetch(reinterpret_cast<const char*>(ahead), _MM_HINT_T0);
+        }
+      }
     }
     if constexpr (Op == UnitOp::Bf16Dot) {
       __m512i w[G];
@@ -92,8 +103,11 @@ void unit_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G]
       // The unit's two elements of the 16 rows as f32, in the order they are summed.
       __m512 w_first[G], w_second[G];
       for (int g = 0; g < G; ++g) {
-        const uint8_t* unit = group[g] + u * 64;
-        if constexpr (Op == UnitOp::Bf16Fma) {
+        const uint8_t* unit = group[g] + u * kUnitBytes<Op>;
+        if constexpr (Op == UnitOp::F32Fma) {
+          w_first[g] = _mm512_loadu_ps(unit);
+          w_second[g] = _mm512_loadu_ps(unit + 64);
+        } else if constexpr (Op == UnitOp::Bf16Fma) {
           const __m512i w = _mm512_loadu_si512(unit);
           w_first[g] = _mm512_castsi512_ps(_mm512_and_si512(w, high_halves));
           w_second[g] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
@@ -146,8 +160,9 @@ void groups_block(const MatmulArgs& a, int64_t n_first, int64_t m_begin, int64_t
     group[g] = a.w + static_cast<size_t>(n0[g] / kPackedRows) * group_bytes;
   }
   const int64_t units = a.K / 2;
-  for (int64_t u0 = 0; u0 < units; u0 += kSliceUnits) {
-    const int64_t u1 = units - u0 < kSliceUnits ? units : u0 + kSliceUnits;  // no std:: template in here
+  constexpr int64_t kSlice = kOpSliceUnits<Op>;
+  for (int64_t u0 = 0; u0 < units; u0 += kSlice) {
+    const int64_t u1 = units - u0 < kSlice ? units : u0 + kSlice;  // no std:: template in here
     int64_t m = m_begin;
     for (; m + MR <= m_end; m += MR) unit_tile<Op, MR, G>(a, m, group, n0, u0, u1);
     rest_tile<Op, MR, G>(a, m, m_end - m, group, n0, u0, u1);
@@ -195,6 +210,7 @@ void packed_units(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 }  // namespace
 
 void matmul_packed_float(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (a.w_type == DType::F32) return packed_units<UnitOp::F32Fma, 8, 2>(a, n_begin, n_end);
   if (a.w_type == DType::F16) return packed_units<UnitOp::F16Fma, 10, 2>(a, n_begin, n_end);
   if (a.xb != nullptr) return packed_units<UnitOp::Bf16Dot, 6, 4>(a, n_begin, n_end);
   packed_units<UnitOp::Bf16Fma, 8, 2>(a, n_begin, n_end);

@@ -1,7 +1,7 @@
-// Packed bf16 and f16 weights (packed_weights.h): bf16 against x rounded to bf16, by vdpbf16ps where
-// a.xb holds it (the avx512bf16 level; amx, which keeps bf16 rows for its tiles, takes it at every
-// batch for a weight packed elsewhere), else by FMAs on a.x, rounded and widened to f32
-// (avx512vnni); f16 by FMAs on a.x as it is. Defined only where avx512_dot.cpp is
+// Packed bf16, f16 and f32 weights (packed_weights.h): bf16 against x rounded to bf16, by vdpbf16ps
+// where a.xb holds it (the avx512bf16 level; amx, which keeps bf16 rows for its tiles, takes it at
+// every batch for a weight packed elsewhere), else by FMAs on a.x, rounded and widened to f32
+// (avx512vnni); f16 and f32 by FMAs on a.x as it is. Defined only where avx512_dot.cpp is
 // (FERRY_HAVE_AVX512_DOT), which calls it; a.xb set only on a CPU with AVX512_BF16.
 #pragma once
 
@@ -16,7 +16,7 @@ namespace ferry::kernels::cpu {
 //   bf16: acc += the pair (2u + 1, 2u) of x times w's (vdpbf16ps; the FMA loops do its two steps,
 //     acc = fma(x[2u + 1], w[2u + 1], acc) then the same for 2u, each product of bf16 exact in f32,
 //     so both ways agree bit for bit but where vdpbf16ps flushes denormals to zero);
-//   f16: acc = fma(x[2u], w[2u], acc), then the same for 2u + 1.
+//   f16, f32: acc = fma(x[2u], w[2u], acc), then the same for 2u + 1.
 // The same operations for every M, split and slice of K, so the bits depend only on K.
 void matmul_packed_float(const MatmulArgs& a, int64_t n_begin, int64_t n_end);
 

@@ -54,9 +54,9 @@ struct MatmulArgs {
   const uint8_t* x_packed = nullptr;
   const float* x_packed_scale = nullptr;
   // w in cpu/packed_weights.h's layout (Layout::Packed: q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k,
-  // q6_k, iq4_xs, bf16 or f16); then also, where the level's vector loops read x in rows (the level keeps no copy of x
-  // for the call: one row), for q4_0, q5_0 and iq4_nl the sum of each block of 32 quants of x, [M, K / 32], and for
-  // q8_0 the quants + 128 as unsigned bytes (x ^ 0x80), [M, K]; else nullptr.
+  // q6_k, iq4_xs, bf16, f16 or f32); then also, where the level's vector loops read x in rows (the level keeps no copy
+  // of x for the call: one row), for q4_0, q5_0 and iq4_nl the sum of each block of 32 quants of x, [M, K / 32], and
+  // for q8_0 the quants + 128 as unsigned bytes (x ^ 0x80), [M, K]; else nullptr.
   bool w_packed = false;
   const int32_t* xq_block_sum = nullptr;
   const uint8_t* xq_unsigned = nullptr;
@@ -162,7 +162,7 @@ struct Isa {
   // and then the mins, packed_q4_k.h add_super_block), packed_weights.h; then acc + bias), so they agree
   // bit for bit, for every M (small_batch_rows does not apply). bf16 reaches it only with x rounded
   // to bf16 (a.xb on the levels with BF16 dot products, else a.x widened back to f32), one
-  // vdpbf16ps lane per output or its two FMAs, and f16 on x as it is, two FMAs a unit
+  // vdpbf16ps lane per output or its two FMAs, and f16 and f32 on x as it is, two FMAs a unit
   // (avx512_float_packed.h); elsewhere matmul.cpp unpacks their rows.
   void (*matmul_packed)(const MatmulArgs& args, int64_t n_begin, int64_t n_end) = nullptr;
   // Which packable types (packed_weights.h) this level repacks at load: those its matmul_packed

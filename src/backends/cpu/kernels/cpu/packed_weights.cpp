@@ -178,10 +178,13 @@ void pack_group(DType type, const uint8_t* rows, size_t row_bytes, int64_t K, ui
     }
     return;
   }
-  if (type == DType::F16) {
+  if (type == DType::F16 || type == DType::F32) {
+    const int64_t bytes = type == DType::F16 ? 2 : 4;
     for (int64_t r = 0; r < kPackedRows; ++r) {
-      for (int64_t k = 0; k < K; ++k)
-        std::memcpy(group + (k * kPackedRows + r) * 2, rows + static_cast<size_t>(r) * row_bytes + k * 2, 2);
+      for (int64_t k = 0; k < K; ++k) {
+        std::memcpy(group + (k * kPackedRows + r) * bytes, rows + static_cast<size_t>(r) * row_bytes + k * bytes,
+                    static_cast<size_t>(bytes));
+      }
     }
     return;
   }
@@ -229,8 +232,10 @@ void unpack_group_row(DType type, const uint8_t* group, int64_t K, int64_t r, ui
     for (int64_t u = 0; u < K / 2; ++u) std::memcpy(row + u * 4, group + (u * kPackedRows + r) * 4, 4);
     return;
   }
-  if (type == DType::F16) {
-    for (int64_t k = 0; k < K; ++k) std::memcpy(row + k * 2, group + (k * kPackedRows + r) * 2, 2);
+  if (type == DType::F16 || type == DType::F32) {
+    const int64_t bytes = type == DType::F16 ? 2 : 4;
+    for (int64_t k = 0; k < K; ++k)
+      std::memcpy(row + k * bytes, group + (k * kPackedRows + r) * bytes, static_cast<size_t>(bytes));
     return;
   }
   if (is_packed_super_block(type) && type != DType::Q6_K) {

@@ -1,12 +1,13 @@
 // The CPU backend's repacked weight layout (Layout::Packed): q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl,
-// q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, bf16 and f16 matrices with N a multiple of 16, reordered at load so that
+// q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, bf16, f16 and f32 matrices with N a multiple of 16, reordered at load so that
 // dot products read sixteen rows at once. The bits are the rows' own, only moved (bytes, except q5_0 / q5_1's fifth
 // bits and q6_k's quants): a group of 16 rows takes 16 * row_bytes, as the rows did.
 //
 // bf16: a group is units of 4 bytes, [K / 2][16][4]: unit u of row r at (u * 16 + r) * 4, the
 //   row's elements 2u and 2u + 1 (what one lane of vdpbf16ps takes, the rows in its 16 lanes).
-// f16: a group is the rows' elements, [K][16]: element k of row r at (k * 16 + r) * 2 (so 64 bytes
-//   are elements 2u and 2u + 1 of the 16 rows, each half what one vcvtph2ps widens).
+// f16 and f32: a group is the rows' elements, [K][16]: element k of row r at (k * 16 + r) * 2 (f32:
+//   * 4), so 64 bytes (f32: 128) are elements 2u and 2u + 1 of the 16 rows (f16: each half what one
+//   vcvtph2ps widens).
 //
 // q8_0, q4_0 and iq4_nl: a group is
 //   scales: [K / 32][16] f16, block b's scale of row r at b * 16 + r;
@@ -126,9 +127,9 @@ constexpr bool is_packed_super_block(DType t) {
   return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ||
          t == DType::IQ4_XS;
 }
-// bf16 and f16: the float types packed, in units of two elements of the 16 rows.
+// bf16, f16 and f32: the float types packed, in units of two elements of the 16 rows.
 constexpr bool is_packed_float(DType t) {
-  return t == DType::BF16 || t == DType::F16;
+  return t == DType::BF16 || t == DType::F16 || t == DType::F32;
 }
 constexpr bool is_packable_type(DType t) {
   return is_packed_block_of_32(t) || is_packed_super_block(t) || is_packed_float(t);
