@@ -168,22 +168,24 @@ void unpack_q6_k_block(int64_t r, const uint8_t* section, uint8_t* block_bytes) 
   std::memcpy(block_bytes, &block, sizeof block);
 }
 
+// The float types' groups are their rows' units side by side, [K / per unit][16][unit bytes]: bf16
+// a pair of elements (4 bytes, what one vdpbf16ps lane takes), f16 and f32 one element.
+size_t float_unit_bytes(DType type) {
+  return type == DType::F16 ? 2 : 4;
+}
+int64_t float_units(DType type, int64_t K) {
+  return type == DType::BF16 ? K / 2 : K;
+}
+
 }  // namespace
 
 void pack_group(DType type, const uint8_t* rows, size_t row_bytes, int64_t K, uint8_t* group) {
-  if (type == DType::BF16) {
+  if (is_packed_float(type)) {
+    const size_t bytes = float_unit_bytes(type);
     for (int64_t r = 0; r < kPackedRows; ++r) {
-      for (int64_t u = 0; u < K / 2; ++u)
-        std::memcpy(group + (u * kPackedRows + r) * 4, rows + static_cast<size_t>(r) * row_bytes + u * 4, 4);
-    }
-    return;
-  }
-  if (type == DType::F16 || type == DType::F32) {
-    const int64_t bytes = type == DType::F16 ? 2 : 4;
-    for (int64_t r = 0; r < kPackedRows; ++r) {
-      for (int64_t k = 0; k < K; ++k) {
-        std::memcpy(group + (k * kPackedRows + r) * bytes, rows + static_cast<size_t>(r) * row_bytes + k * bytes,
-                    static_cast<size_t>(bytes));
+      for (int64_t u = 0; u < float_units(type, K); ++u) {
+        std::memcpy(group + static_cast<size_t>(u * kPackedRows + r) * bytes,
+                    rows + static_cast<size_t>(r) * row_bytes + static_cast<size_t>(u) * bytes, bytes);
       }
     }
     return;
@@ -228,14 +230,11 @@ void pack_group(DType type, const uint8_t* rows, size_t row_bytes, int64_t K, ui
 }
 
 void unpack_group_row(DType type, const uint8_t* group, int64_t K, int64_t r, uint8_t* row) {
-  if (type == DType::BF16) {
-    for (int64_t u = 0; u < K / 2; ++u) std::memcpy(row + u * 4, group + (u * kPackedRows + r) * 4, 4);
-    return;
-  }
-  if (type == DType::F16 || type == DType::F32) {
-    const int64_t bytes = type == DType::F16 ? 2 : 4;
-    for (int64_t k = 0; k < K; ++k)
-      std::memcpy(row + k * bytes, group + (k * kPackedRows + r) * bytes, static_cast<size_t>(bytes));
+  if (is_packed_float(type)) {
+    const size_t bytes = float_unit_bytes(type);
+    for (int64_t u = 0; u < float_units(type, K); ++u)
+      std::memcpy(row + static_cast<size_t>(u) * bytes, group + static_cast<size_t>(u * kPackedRows + r) * bytes,
+                  bytes);
     return;
   }
   if (is_packed_super_block(type) && type != DType::Q6_K) {
