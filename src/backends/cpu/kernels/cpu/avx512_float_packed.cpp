@@ -78,7 +78,6 @@ void unit_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G]
   }
   // The FMA ways: the element of x each half of a unit meets first (bf16: the odd one).
   constexpr int64_t kFirst = Op == UnitOp::Bf16Fma ? 1 : 0;
-  const __m512i high_halves = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
   for (int64_t u = u_begin; u < u_end; ++u) {
     // One row of x streams every weight once (decode): ahead of the hardware prefetcher, which
     // stops at page ends.
@@ -109,6 +108,7 @@ void unit_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G]
           w_second[g] = _mm512_loadu_ps(unit + 64);
         } else if constexpr (Op == UnitOp::Bf16Fma) {
           const __m512i w = _mm512_loadu_si512(unit);
+          const __m512i high_halves = _mm512_set1_epi32(static_cast<int>(0xFFFF0000u));
           w_first[g] = _mm512_castsi512_ps(_mm512_and_si512(w, high_halves));
           w_second[g] = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
         } else {
