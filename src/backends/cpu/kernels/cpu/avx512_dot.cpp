@@ -818,47 +818,67 @@ inline __m512i k4_values(const uint8_t* section, int c) {
   }
 }
 
+// x's four sub-block sum pairs (packed_q4_k::x_sum_pair) of row m, super-block s, [4].
+inline void k4_x_pairs(const MatmulArgs& a, int64_t m, int64_t s, int32_t* out) {
+  const int16_t* bsum = a.xq_bsum + m * (a.K / 16) + s * 16;
+  for (int k = 0; k < 4; ++k) out[k] = packed_q4_k::x_sum_pair<Avx512Dot>(bsum, k);
+}
+
 // One super-block of MR rows of x (from m0) as packed_k4_rows and packed_k4_batch read it: each
-// row's quants, q8_K scale and sub-block sum pairs (packed_q4_k::x_sum_pair).
+// row's quants, q8_K scale and sub-block sum pairs (k4_x_pairs: [row][supers][4] in pairs, made
+// once per batch, or here).
 template <int MR>
 struct K4Rows {
   const int8_t* q[MR];
   float scale[MR];
-  int32_t pair[MR][4];
+  const int32_t* pair[MR];
+  int32_t own_pair[MR][4];
 
   K4Rows(const MatmulArgs& a, int64_t m0, int64_t s) {
     const int64_t supers = a.K / kQK_K;
     for (int m = 0; m < MR; ++m) {
       q[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
       scale[m] = a.xq_scale[(m0 + m) * supers + s];
-      const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
-      for (int k = 0; k < 4; ++k) pair[m][k] = packed_q4_k::x_sum_pair<Avx512Dot>(bsum, k);
+      k4_x_pairs(a, m0 + m, s, own_pair[m]);
+      pair[m] = own_pair[m];
+    }
+  }
+  K4Rows(const MatmulArgs& a, int64_t m0, int64_t s, const int32_t* pairs) {
+    const int64_t supers = a.K / kQK_K;
+    for (int m = 0; m < MR; ++m) {
+      q[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
+      scale[m] = a.xq_scale[(m0 + m) * supers + s];
+      pair[m] = pairs + ((m0 + m) * supers + s) * 4;
     }
   }
 };
 
-// A packed q4_k / q5_k section's 16 rows' scales sc_j as int32 and their mins as int16 pairs
-// (packed_q4_k::min_pair), decoded once per super-block and kept on the stack.
-struct K4Factors {
-  alignas(64) int32_t scale[8][kPackedRows];
-  alignas(64) int32_t min_pair[4][kPackedRows];
+// The int32 factors of a packed q4_k / q5_k section's 16 rows, [12][16]: the scales sc_j of
+// sub-blocks 0..7, then the mins as int16 pairs (packed_q4_k::min_pair) of pairs 0..3.
+constexpr int64_t kK4FactorRows = 12;
+inline void k4_factors(const uint8_t* section, int32_t* out) {
+  using S = Avx512Dot;
+  const packed_q4_k::Scales sc = packed_q4_k::scales<S>(section);
+  auto store = [&](auto J) {
+    constexpr int kJ = decltype(J)::value;
+    _mm512_storeu_si512(out + kJ * kPackedRows, packed_q4_k::ints<S, kJ>(sc.sc));
+    if constexpr (kJ < 4) _mm512_storeu_si512(out + (8 + kJ) * kPackedRows, packed_q4_k::min_pair<S, kJ>(sc.m));
+  };
+  blocks::unroll<0, 8>(store);
+}
 
-  void load(const uint8_t* section) {
-    using S = Avx512Dot;
-    const packed_q4_k::Scales sc = packed_q4_k::scales<S>(section);
-    auto store = [&](auto J) {
-      constexpr int kJ = decltype(J)::value;
-      _mm512_store_si512(scale[kJ], packed_q4_k::ints<S, kJ>(sc.sc));
-      if constexpr (kJ < 4) _mm512_store_si512(min_pair[kJ], packed_q4_k::min_pair<S, kJ>(sc.m));
-    };
-    blocks::unroll<0, 8>(store);
-  }
+// One section's factors decoded on the stack (decode: each section is read once).
+struct K4Factors {
+  alignas(64) int32_t v[kK4FactorRows * kPackedRows];
+  void load(const uint8_t* section) { k4_factors(section, v); }
+  const int32_t* scale(int j) const { return v + j * kPackedRows; }
+  const int32_t* min_pair(int k) const { return v + (8 + k) * kPackedRows; }
 };
 
-// The end of a super-block for one group: per row of x, the mins' int32 sum (vpdpwssd) and
-// add_super_block's two f32 steps from the scaled sums.
+// The end of a super-block for one group (its factors f, k4_factors' [12][16]): per row of x, the
+// mins' int32 sum (vpdpwssd) and add_super_block's two f32 steps from the scaled sums.
 template <int MR>
-inline void k4_finish(const uint8_t* section, const K4Factors& f, const K4Rows<MR>& x, const __m512i (&sum)[MR],
+inline void k4_finish(const uint8_t* section, const int32_t* f, const K4Rows<MR>& x, const __m512i (&sum)[MR],
                       __m512 (&acc)[MR]) {
   using S = Avx512Dot;
   const __m512 d = packed_q4_k::d<S>(section);
@@ -866,7 +886,7 @@ inline void k4_finish(const uint8_t* section, const K4Factors& f, const K4Rows<M
   for (int m = 0; m < MR; ++m) {
     __m512i mins = _mm512_setzero_si512();
     for (int k = 0; k < 4; ++k)
-      mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(f.min_pair[k]), _mm512_set1_epi32(x.pair[m][k]));
+      mins = _mm512_dpwssd_epi32(mins, _mm512_loadu_si512(f + (8 + k) * kPackedRows), _mm512_set1_epi32(x.pair[m][k]));
     acc[m] = packed_q4_k::add_super_block<S>(acc[m], sum[m], mins, d, dmin_neg, x.scale[m]);
   }
 }
@@ -937,8 +957,8 @@ void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&grou
         }
       }
       for (int g = 0; g < G; ++g) {
-        const __m512i sc_low = _mm512_load_si512(f[g].scale[2 * kP]);
-        const __m512i sc_high = _mm512_load_si512(f[g].scale[2 * kP + 1]);
+        const __m512i sc_low = _mm512_load_si512(f[g].scale(2 * kP));
+        const __m512i sc_high = _mm512_load_si512(f[g].scale(2 * kP + 1));
         for (int m = 0; m < MR; ++m) {
           const __m512i high_dot = T == DType::Q5_K ? high[g][m] : _mm512_srai_epi32(high[g][m], 4);
           sum[g][m] = _mm512_add_epi32(sum[g][m], _mm512_add_epi32(_mm512_mullo_epi32(low[g][m], sc_low),
@@ -947,7 +967,7 @@ void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&grou
       }
     };
     blocks::unroll<0, 4>(pair);
-    for (int g = 0; g < G; ++g) k4_finish(section[g], f[g], x, sum[g], acc[g]);
+    for (int g = 0; g < G; ++g) k4_finish(section[g], f[g].v, x, sum[g], acc[g]);
   }
   for (int g = 0; g < G; ++g) {
     const __m512 bias = a.bias != nullptr ? _mm512_loadu_ps(a.bias + n0[g]) : _mm512_setzero_ps();
@@ -964,9 +984,13 @@ void packed_k4_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&grou
 // tiles give the same bits. At 512 rows (AMD Zen 5, of the vnni_dot peak): f32 steps per sub-block
 // as the tiles took them (four per 8 vpdpbusd) ran q4_k at 0.44-0.46 and q5_k at 0.38-0.40, the
 // int32 sums (a vpmulld and an add per sub-block) at 0.44-0.53 and 0.39-0.43; on a Sapphire Rapids
-// Xeon's avx512bf16 level (one run each) q4_k 2.0x, q5_k 1.2x faster so.
+// Xeon's avx512bf16 level (one run each) q4_k 2.0x, q5_k 1.2x faster so. The groups' factors
+// (k4_factors, [super-block][12][16] each) and x's sum pairs ([row][super-block][4]) come made
+// once per batch: made per tile of 4 rows, their decoding took 0.10-0.15 of the time (Intel Xeon,
+// q4_k at 512 rows: 250-276 GFLOP/s so, 280-300 from the tables).
 template <DType T, int MR, int G>
-void packed_k4_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+void packed_k4_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G],
+                     const int32_t* const (&factors)[G], const int32_t* x_pairs) {
   static_assert(T == DType::Q4_K || T == DType::Q5_K, "q4_k's factors");
   constexpr int64_t kSection = T == DType::Q5_K ? kPackedQ5KSection : kPackedQ4KSection;
   const int64_t supers = a.K / kQK_K;
@@ -975,12 +999,12 @@ void packed_k4_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gro
     for (int m = 0; m < MR; ++m) acc[g][m] = _mm512_setzero_ps();
   }
   for (int64_t s = 0; s < supers; ++s) {
-    const K4Rows<MR> x(a, m0, s);
+    const K4Rows<MR> x(a, m0, s, x_pairs);
     const uint8_t* section[G];
-    K4Factors f[G];
+    const int32_t* f[G];
     for (int g = 0; g < G; ++g) {
       section[g] = group[g] + s * kSection;
-      f[g].load(section[g]);
+      f[g] = factors[g] + s * kK4FactorRows * kPackedRows;
     }
     __m512i sum[G][MR];
     for (int g = 0; g < G; ++g) {
@@ -1001,7 +1025,7 @@ void packed_k4_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gro
         }
       }
       for (int g = 0; g < G; ++g) {
-        const __m512i sc = _mm512_load_si512(f[g].scale[kJ]);
+        const __m512i sc = _mm512_loadu_si512(f[g] + kJ * kPackedRows);
         for (int m = 0; m < MR; ++m) {
           const __m512i exact = T == DType::Q4_K && kJ % 2 == 1 ? _mm512_srai_epi32(dot[g][m], 4) : dot[g][m];
           sum[g][m] = _mm512_add_epi32(sum[g][m], _mm512_mullo_epi32(exact, sc));
@@ -1241,17 +1265,28 @@ void packed_k16_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gro
 
 // A batch against packed q4_k or q5_k: G groups at a time (packed_k4_batch), four rows of x at a
 // time, then the rest.
+// G groups against every row of x, four rows at a time, each group's factors decoded once into
+// `scratch` (k4_factors, [super-block][12][16] per group) rather than once per tile of rows.
 template <DType T, int G>
-void k4_batch_groups(const MatmulArgs& a, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+void k4_batch_groups(const MatmulArgs& a, const uint8_t* const (&group)[G], const int64_t (&n0)[G], int32_t* scratch,
+                     const int32_t* x_pairs) {
+  constexpr int64_t kSection = T == DType::Q5_K ? kPackedQ5KSection : kPackedQ4KSection;
+  const int64_t supers = a.K / kQK_K;
+  const int32_t* factors[G];
+  for (int g = 0; g < G; ++g) {
+    int32_t* out = scratch + g * supers * kK4FactorRows * kPackedRows;
+    for (int64_t s = 0; s < supers; ++s) k4_factors(group[g] + s * kSection, out + s * kK4FactorRows * kPackedRows);
+    factors[g] = out;
+  }
   int64_t m = 0;
-  for (; m + 4 <= a.M; m += 4) packed_k4_batch<T, 4, G>(a, m, group, n0);
+  for (; m + 4 <= a.M; m += 4) packed_k4_batch<T, 4, G>(a, m, group, n0, factors, x_pairs);
   switch (a.M - m) {
     case 3:
-      return packed_k4_batch<T, 3, G>(a, m, group, n0);
+      return packed_k4_batch<T, 3, G>(a, m, group, n0, factors, x_pairs);
     case 2:
-      return packed_k4_batch<T, 2, G>(a, m, group, n0);
+      return packed_k4_batch<T, 2, G>(a, m, group, n0, factors, x_pairs);
     case 1:
-      return packed_k4_batch<T, 1, G>(a, m, group, n0);
+      return packed_k4_batch<T, 1, G>(a, m, group, n0, factors, x_pairs);
     default:
       return;
   }
@@ -1438,16 +1473,24 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
     }
     n_rest = n_begin + kStreams * part;
   } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    // Scratch: two groups' factors, then x's sub-block sum pairs for every row, made once here.
+    const int64_t supers = a.K / kQK_K;
+    const int64_t factor_ints = 2 * supers * kK4FactorRows * kPackedRows;
+    int32_t* scratch = int32_scratch(static_cast<size_t>(factor_ints + a.M * supers * 4));
+    int32_t* x_pairs = scratch + factor_ints;
+    for (int64_t m = 0; m < a.M; ++m) {
+      for (int64_t s = 0; s < supers; ++s) k4_x_pairs(a, m, s, x_pairs + (m * supers + s) * 4);
+    }
     int64_t n0 = n_begin;
     for (; n0 + 2 * kPackedRows <= n_end; n0 += 2 * kPackedRows) {
       const uint8_t* const groups[2] = {group_at(n0), group_at(n0) + group_bytes};
       const int64_t starts[2] = {n0, n0 + kPackedRows};
-      k4_batch_groups<T, 2>(a, groups, starts);
+      k4_batch_groups<T, 2>(a, groups, starts, scratch, x_pairs);
     }
     if (n0 < n_end) {
       const uint8_t* const groups[1] = {group_at(n0)};
       const int64_t starts[1] = {n0};
-      k4_batch_groups<T, 1>(a, groups, starts);
+      k4_batch_groups<T, 1>(a, groups, starts, scratch, x_pairs);
     }
     return;
   }
