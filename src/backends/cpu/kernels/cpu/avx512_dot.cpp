@@ -872,7 +872,6 @@ struct K4Factors {
   alignas(64) int32_t v[kK4FactorRows * kPackedRows];
   void load(const uint8_t* section) { k4_factors(section, v); }
   const int32_t* scale(int j) const { return v + j * kPackedRows; }
-  const int32_t* min_pair(int k) const { return v + (8 + k) * kPackedRows; }
 };
 
 // The end of a super-block for one group (its factors f, k4_factors' [12][16]): per row of x, the
@@ -1263,10 +1262,9 @@ void packed_k16_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gro
   add_bias_to_y(a, n0, y);
 }
 
-// A batch against packed q4_k or q5_k: G groups at a time (packed_k4_batch), four rows of x at a
-// time, then the rest.
-// G groups against every row of x, four rows at a time, each group's factors decoded once into
-// `scratch` (k4_factors, [super-block][12][16] per group) rather than once per tile of rows.
+// A batch against G groups of packed q4_k or q5_k (packed_k4_batch), four rows of x at a time,
+// then the rest; each group's factors decoded once into `scratch` (k4_factors, [super-block][12][16]
+// per group) rather than once per tile of rows.
 template <DType T, int G>
 void k4_batch_groups(const MatmulArgs& a, const uint8_t* const (&group)[G], const int64_t (&n0)[G], int32_t* scratch,
                      const int32_t* x_pairs) {
