@@ -211,8 +211,19 @@ std::vector<float> run_matmul(const Tensor& x, const Tensor& w, int threads, con
   return values_of(y);
 }
 
-bool level_has_packed_kernels() {
-  return kernels::cpu::active_isa().matmul_packed != nullptr;
+// Whether the active level's packed kernels take this type (else matmul unpacks the rows).
+bool level_has_packed_kernels(DType dtype) {
+  const kernels::cpu::Isa& isa = kernels::cpu::active_isa();
+  return isa.matmul_packed != nullptr && (isa.packed_types == nullptr || isa.packed_types(dtype));
+}
+
+// The levels that repack the float types (packed FMA loops: avx2 with 8 lanes, the AVX-512 dot
+// levels with 16) and the block types (vpdpbusd: the AVX-512 dot levels and amx).
+bool packs_floats(const std::string& level) {
+  return level == "avx2" || level == "avx512vnni" || level == "avx512bf16" || level == "amx";
+}
+bool packs_blocks(const std::string& level) {
+  return level == "avx512vnni" || level == "avx512bf16" || level == "amx";
 }
 
 // x as the matmul against `dtype` multiplies it in q8_0 mode: rounded to q8_0, q8_K or bf16, or
@@ -346,9 +357,9 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // q2_k, q3_k, q5_k, q6_k and iq4_xs: the vector loops at every batch). The small batches reach each tile of the
   // panels' loops (the blocks of 32 and iq4_xs: 6, 4 and 2 rows of a 16-row panel, one or two groups as the threads
   // split N) and each remainder of the rows' batches of 8 (q4_k, q5_k: 4). bf16 (by vdpbf16ps where the level has BF16
-  // dot products, else by FMAs, its two steps), f16 and f32: tiles of 6 rows (FMAs: 8, f16 10) and each remainder, 1
-  // and 2 groups (the threads' ranges; Bf16CallsTakeThePackedKernels runs more at once), 200 rows (two blocks of rows)
-  // and a K of two slices (partial sums kept in y between them).
+  // dot products, else by FMAs, its two steps), f16 and f32: tiles of 6 rows (AVX-512 FMAs: 8, f16 10) and each
+  // remainder, 1 and 2 groups (the threads' ranges; FloatCallsTakeThePackedKernels runs more at once), 200 rows (two
+  // blocks of rows) and a K of two slices (partial sums kept in y between them).
   SimdLevelGuard guard;
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
@@ -363,7 +374,7 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
     std::vector<float> first_level;
     for (const std::string& level : kernels::available_simd_levels()) {
       kernels::set_simd_level(level);
-      if (!level_has_packed_kernels()) continue;
+      if (!level_has_packed_kernels(dtype)) continue;
       ++packed_levels;
       const std::string where = std::string(dtype_name(dtype)) + " " + level;
       const auto batch = run_matmul(x, p, 2, &bias);
@@ -383,7 +394,7 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
       }
     }
   }
-  if (packed_levels == 0) GTEST_SKIP() << "no level with packed kernels (avx512vnni and above) on this CPU";
+  if (packed_levels == 0) GTEST_SKIP() << "no level with packed kernels (avx2 and above) on this CPU";
 }
 
 TEST(PackedWeights, BatchesAgainstBlocksOf32GetTheLevelsCopyOfX) {
@@ -395,7 +406,7 @@ TEST(PackedWeights, BatchesAgainstBlocksOf32GetTheLevelsCopyOfX) {
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
     const kernels::cpu::Isa& isa = kernels::cpu::active_isa();
-    if (isa.matmul_packed == nullptr) continue;
+    if (!level_has_packed_kernels(DType::Q8_0)) continue;
     ++checked;
     ASSERT_NE(isa.packed_x_size, nullptr) << level;
     for (DType dtype :
@@ -431,11 +442,12 @@ TEST(PackedWeights, FloatCallsTakeThePackedKernels) {
   int checked = 0;
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
-    if (!level_has_packed_kernels()) continue;
+    if (!level_has_packed_kernels(DType::F32)) continue;
     ++checked;
     const kernels::cpu::Isa& isa = kernels::cpu::active_isa();
     const int64_t K = 4200, N = 144;
     for (DType dtype : {DType::BF16, DType::F16, DType::F32}) {
+      ASSERT_TRUE(level_has_packed_kernels(dtype)) << level << " " << dtype_name(dtype);
       const Tensor p = packed_copy(random_weight(dtype, N, K, 72));
       const auto bv = random_floats(static_cast<size_t>(N), 73);
       const Tensor bias = f32_tensor(Shape{N}, bv, "bias");
@@ -468,7 +480,7 @@ TEST(PackedWeights, FloatCallsTakeThePackedKernels) {
       }
     }
   }
-  if (checked == 0) GTEST_SKIP() << "no level with packed kernels (avx512vnni and above) on this CPU";
+  if (checked == 0) GTEST_SKIP() << "no level with packed kernels (avx2 and above) on this CPU";
 }
 
 TEST(PackedWeights, Q4KAndQ5KTilesGiveTheBitsOfThePackedWeights) {
@@ -496,7 +508,7 @@ TEST(PackedWeights, WhichWeightsArePacked) {
   SimdLevelGuard guard;
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
-    const bool packs = level_has_packed_kernels();
+    const bool packs = packs_blocks(level);
     EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_K, Shape{32, 256}), packs) << level;
@@ -513,9 +525,11 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     EXPECT_FALSE(kernels::repacks_weight(DType::Q3_K, Shape{32, 480})) << level << ": not whole super-blocks";
     // bf16 too (vdpbf16ps, or FMAs on avx512vnni), amx keeping its rows for its tiles; f16 and f32 (FMAs) at every
     // level with packed kernels.
-    EXPECT_EQ(kernels::repacks_weight(DType::BF16, Shape{32, 66}), packs && level != "amx") << level;
-    for (DType floats : {DType::F16, DType::F32})
-      EXPECT_EQ(kernels::repacks_weight(floats, Shape{32, 66}), packs) << level << " " << dtype_name(floats);
+    EXPECT_EQ(kernels::repacks_weight(DType::BF16, Shape{32, 66}), packs_floats(level) && level != "amx") << level;
+    for (DType floats : {DType::F16, DType::F32}) {
+      EXPECT_EQ(kernels::repacks_weight(floats, Shape{32, 66}), packs_floats(level))
+          << level << " " << dtype_name(floats);
+    }
     for (DType floats : {DType::BF16, DType::F16, DType::F32})
       EXPECT_FALSE(kernels::repacks_weight(floats, Shape{32, 65}))
           << level << " " << dtype_name(floats) << ": an odd K";
@@ -529,7 +543,7 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{32, 64})) << level << " with f32 activations";
     EXPECT_FALSE(kernels::repacks_weight(DType::BF16, Shape{32, 66})) << level << " with f32 activations";
     for (DType floats : {DType::F16, DType::F32}) {
-      EXPECT_EQ(kernels::repacks_weight(floats, Shape{32, 66}), level_has_packed_kernels())
+      EXPECT_EQ(kernels::repacks_weight(floats, Shape{32, 66}), packs_floats(level))
           << level << " " << dtype_name(floats) << " with f32 activations";
     }
   }

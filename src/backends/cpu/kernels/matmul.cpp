@@ -58,6 +58,11 @@ Mode mode_of(std::atomic<int>& slot, Choose choose) {
 std::atomic<int> g_q8_0_activations{-1};
 std::atomic<int> g_gemv_prefetch{-1};
 
+// Whether the level's packed kernels take a packed weight of this type (else its rows are unpacked).
+bool takes_packed(const cpu::Isa& isa, DType type) {
+  return isa.matmul_packed != nullptr && (isa.packed_types == nullptr || isa.packed_types(type));
+}
+
 // args.xq and the rest: the args.M rows of x rounded as llama.cpp rounds them for the weight type
 // (q8_0, q8_1 or q8_K), in the calling thread's buffers, the rows split over the pool.
 void round_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, cpu::ActivationQuant quant, ThreadPool& pool) {
@@ -78,7 +83,7 @@ void round_rows(cpu::MatmulArgs& args, const cpu::Isa& isa, cpu::ActivationQuant
   // (pack_x: batches go by that copy, amx's tiles or the vector loops' panels; decode by the rows).
   size_t own_bytes = 0, own_scales = 0;
   if (isa.packed_x_size != nullptr) isa.packed_x_size(args, &own_bytes, &own_scales);
-  const bool vector_forms = args.w_packed && isa.matmul_packed != nullptr && own_bytes == 0;
+  const bool vector_forms = args.w_packed && takes_packed(isa, args.w_type) && own_bytes == 0;
   const bool flip = vector_forms && args.w_type == DType::Q8_0;
   const bool sum_blocks =
       vector_forms && (args.w_type == DType::Q4_0 || args.w_type == DType::Q5_0 || args.w_type == DType::IQ4_NL);
@@ -315,7 +320,7 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
     bool x_for_packed = args.xq != nullptr;
     if (args.w_type == DType::BF16) x_for_packed = round_x_bf16;
     if (args.w_type == DType::F16 || args.w_type == DType::F32) x_for_packed = true;
-    const bool packed_kernels = args.w_packed && isa.matmul_packed != nullptr && x_for_packed;
+    const bool packed_kernels = args.w_packed && takes_packed(isa, args.w_type) && x_for_packed;
     pool.parallel_range(tiles, min_chunk_for(work_per_tile, 1 << 16), [&](int64_t begin, int64_t end, int) {
       const int64_t n_begin = begin * kRowTile;
       const int64_t n_end = std::min(N, end * kRowTile);

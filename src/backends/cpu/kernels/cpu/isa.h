@@ -163,12 +163,16 @@ struct Isa {
   // bit for bit, for every M (small_batch_rows does not apply). bf16 reaches it only with x rounded
   // to bf16 (a.xb on the levels with BF16 dot products, else a.x widened back to f32), one
   // vdpbf16ps lane per output or its two FMAs, and f16 and f32 on x as it is, two FMAs a unit
-  // (avx512_float_packed.h); elsewhere matmul.cpp unpacks their rows.
+  // (simd_float_packed.h); elsewhere matmul.cpp unpacks their rows.
   void (*matmul_packed)(const MatmulArgs& args, int64_t n_begin, int64_t n_end) = nullptr;
   // Which packable types (packed_weights.h) this level repacks at load: those its matmul_packed
-  // runs faster than the rows as stored. matmul_packed takes every packable type all the same: one
-  // packed elsewhere (another level's, as the tests do) takes its vector loops at every batch.
+  // runs faster than the rows as stored. matmul_packed takes every type of packed_types all the
+  // same: one packed elsewhere (another level's, as the tests do) takes its vector loops at every
+  // batch.
   bool (*repacks)(DType type) = nullptr;
+  // The packable types matmul_packed takes (nullptr: every one); matmul.cpp unpacks the others'
+  // rows for `matmul` (avx2: the float types only).
+  bool (*packed_types)(DType type) = nullptr;
 };
 
 const Isa& scalar_isa();
