@@ -217,13 +217,17 @@ bool level_has_packed_kernels(DType dtype) {
   return isa.matmul_packed != nullptr && (isa.packed_types == nullptr || isa.packed_types(dtype));
 }
 
-// The levels that repack the float types (packed FMA loops: avx2 with 8 lanes, the AVX-512 dot
-// levels with 16) and the block types (vpdpbusd: the AVX-512 dot levels and amx).
+// The levels that repack the float types and q8_0 / q4_0 (avx2's packed loops, the AVX-512 dot
+// levels', amx's), and every other block type (the AVX-512 dot levels and amx, which keeps some as
+// stored).
 bool packs_floats(const std::string& level) {
   return level == "avx2" || level == "avx512vnni" || level == "avx512bf16" || level == "amx";
 }
 bool packs_blocks(const std::string& level) {
   return level == "avx512vnni" || level == "avx512bf16" || level == "amx";
+}
+bool packs_q8_0_and_q4_0(const std::string& level) {
+  return packs_blocks(level) || level == "avx2";
 }
 
 // x as the matmul against `dtype` multiplies it in q8_0 mode: rounded to q8_0, q8_K or bf16, or
@@ -406,7 +410,7 @@ TEST(PackedWeights, BatchesAgainstBlocksOf32GetTheLevelsCopyOfX) {
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
     const kernels::cpu::Isa& isa = kernels::cpu::active_isa();
-    if (!level_has_packed_kernels(DType::Q8_0)) continue;
+    if (!packs_blocks(level)) continue;  // avx2: x in rows for its q8_0 and q4_0
     ++checked;
     ASSERT_NE(isa.packed_x_size, nullptr) << level;
     for (DType dtype :
@@ -509,8 +513,8 @@ TEST(PackedWeights, WhichWeightsArePacked) {
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
     const bool packs = packs_blocks(level);
-    EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs) << level;
-    EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs) << level;
+    EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs_q8_0_and_q4_0(level)) << level;
+    EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs_q8_0_and_q4_0(level)) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_K, Shape{32, 256}), packs) << level;
     // amx keeps q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q5_k, q6_k and iq4_xs as stored: its tiles take the rows (amx.cpp
     // amx_repacks).

@@ -132,11 +132,15 @@ TEST(PeakPrefillInstruction, FollowsTheWeightTypeAndLevel) {
     EXPECT_EQ(kernels::prefill_instruction(row.dtype, row.level), std::optional<PeakInstruction>(row.expected))
         << dtype_name(row.dtype) << " at " << row.level;
   }
-  // Repacked at load: q4_k by vpdpbusd at the VNNI levels, the tiles at amx.
+  // Repacked at load: q4_k by vpdpbusd at the VNNI levels, the tiles at amx; q8_0 and q4_0 by
+  // vpmaddubsw at avx2 (by vpmaddwd in rows).
   EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "avx512vnni", true), PeakInstruction::Vnni);
   EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "avx512bf16", true), PeakInstruction::Vnni);
   EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "amx", true), PeakInstruction::AmxInt8);
   EXPECT_EQ(kernels::prefill_instruction(DType::Q4_0, "avx512vnni", true), PeakInstruction::Vnni);
+  EXPECT_EQ(kernels::prefill_instruction(DType::Q8_0, "avx2", true), PeakInstruction::Int8Maddubs);
+  EXPECT_EQ(kernels::prefill_instruction(DType::Q4_0, "avx2", true), PeakInstruction::Int8Maddubs);
+  EXPECT_EQ(kernels::prefill_instruction(DType::Q4_0, "avx2"), PeakInstruction::Int16Madd);
 }
 
 TEST(PeakProbe, FmaRunsAtEveryAvailableVectorLevel) {

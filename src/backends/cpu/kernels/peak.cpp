@@ -519,7 +519,9 @@ std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_vie
     case DType::Q8_0:
     case DType::Q4_0:
       if (level->amx) return PeakInstruction::AmxInt8;
-      return level->vnni ? PeakInstruction::Vnni : PeakInstruction::Int16Madd;
+      if (level->vnni) return PeakInstruction::Vnni;
+      // avx2's packed loops multiply bytes (vpmaddubsw, avx2_packed.cpp), its rows int16.
+      return packed ? PeakInstruction::Int8Maddubs : PeakInstruction::Int16Madd;
     default:
       if (!cpu::is_block_type(w_type)) break;
       // amx: tdpbssd on every block type's unpacked quants (amx.cpp). Below it, the VNNI levels

@@ -1,12 +1,14 @@
 // AVX2 + FMA + F16C inner loops: 8 floats per vector, weights converted to f32 in registers, or
 // for q8_0/q4_0 against activations rounded to q8_0, exact integer products per block.
 // Tails of plain-type rows go through a small zero-padded buffer (AVX2 has no byte-masked loads).
+// Weights repacked at load (bf16, f16, f32, q8_0, q4_0) take avx2_packed.cpp's loops.
 #include <immintrin.h>
 
 #include <cmath>  // before the target region: std headers must not be compiled for AVX2
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/kernels/cpu/avx2_packed.h"
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/quant.h"
 #include "backends/cpu/kernels/cpu/quant_blocks.h"
@@ -27,7 +29,6 @@
 #include "backends/cpu/kernels/cpu/simd_prompt_attention.h"
 // After simd_kernels.h: the block types' matmul uses its f32 dot product.
 #include "backends/cpu/kernels/cpu/simd_blocks.h"
-#include "backends/cpu/kernels/cpu/simd_float_packed.h"
 
 namespace ferry::kernels::cpu {
 namespace {
@@ -160,35 +161,6 @@ struct Avx2 {
     }
   }
 };
-
-// simd_float_packed.h's vectors: a group's 16 rows in two, rows 0-7 and 8-15.
-struct PackedFloat256 {
-  using V = __m256;
-  static constexpr int kVectors = 2;
-  static V zero() { return _mm256_setzero_ps(); }
-  static V set1(float v) { return _mm256_set1_ps(v); }
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static V add(V a, V b) { return _mm256_add_ps(a, b); }
-  static V fma(V a, V b, V acc) { return _mm256_fmadd_ps(a, b, acc); }
-  static V load_f16(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
-  static __m256i load32(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
-  static V bf16_odd(const uint8_t* p) {
-    return _mm256_castsi256_ps(_mm256_and_si256(load32(p), _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
-  }
-  static V bf16_even(const uint8_t* p) { return _mm256_castsi256_ps(_mm256_slli_epi32(load32(p), 16)); }
-};
-
-// Packed bf16 (x rounded to bf16 and widened back: a.x), f16 and f32 weights: 6 rows of x by one
-// group, 12 accumulators, one half of a unit's weights (2 vectors) and a broadcast of x in AVX2's
-// 16 registers.
-void matmul_packed_avx2(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  using float_packed::packed_units;
-  using float_packed::UnitOp;
-  if (a.w_type == DType::F32) return packed_units<PackedFloat256, UnitOp::F32Fma, 6, 1>(a, n_begin, n_end);
-  if (a.w_type == DType::F16) return packed_units<PackedFloat256, UnitOp::F16Fma, 6, 1>(a, n_begin, n_end);
-  packed_units<PackedFloat256, UnitOp::Bf16Fma, 6, 1>(a, n_begin, n_end);
-}
 
 // As quantize_row_q8_0_split: amax / 127 as the step, x / step rounded half away from zero (the
 // vector round goes to even; ties it took toward zero are moved out), NaN to 0.
@@ -329,8 +301,8 @@ const Isa* avx2_isa() {
                        .swiglu = swiglu_avx2,
                        .round_row_f16 = round_row_f16_avx2,
                        .matmul_packed = matmul_packed_avx2,
-                       .repacks = is_packed_float,
-                       .packed_types = is_packed_float};
+                       .repacks = avx2_packed_type,
+                       .packed_types = avx2_packed_type};
   return &isa;
 #else
   return nullptr;
