@@ -217,11 +217,11 @@ bool level_has_packed_kernels(DType dtype) {
   return isa.matmul_packed != nullptr && (isa.packed_types == nullptr || isa.packed_types(dtype));
 }
 
-// The levels that repack the float types and q8_0 / q4_0 (avx2's packed loops, the AVX-512 dot
-// levels', amx's), and every other block type (the AVX-512 dot levels and amx, which keeps some as
-// stored).
+// The levels that repack the float types (every vector level), q8_0 / q4_0 (avx2's packed loops,
+// the AVX-512 dot levels', amx's) and every other block type (the AVX-512 dot levels and amx, which
+// keeps some as stored).
 bool packs_floats(const std::string& level) {
-  return level == "avx2" || level == "avx512vnni" || level == "avx512bf16" || level == "amx";
+  return level != "scalar";
 }
 bool packs_blocks(const std::string& level) {
   return level == "avx512vnni" || level == "avx512bf16" || level == "amx";

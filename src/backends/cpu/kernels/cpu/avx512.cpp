@@ -1,11 +1,14 @@
 // AVX-512 (F, BW, VL, DQ) + FMA + F16C inner loops: 16 floats per vector, weights converted to
 // f32 in registers (bf16 by a shift, f16 by vcvtph2ps, q8_0/q4_0 as d * q, which is exact), or
-// for q8_0/q4_0 against activations rounded to q8_0, exact integer products per block.
+// for q8_0/q4_0 against activations rounded to q8_0, exact integer products per block. Packed
+// bf16, f16 and f32 (repacked at load) take avx512_float_packed.cpp's FMA loops.
 #include <cmath>  // before the target region: std headers must not be compiled for AVX-512
 #include <cstdint>
 #include <cstring>
 
+#include "backends/cpu/kernels/cpu/avx512_float_packed.h"
 #include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/cpu/packed_weights.h"
 #include "backends/cpu/kernels/cpu/quant.h"
 #include "backends/cpu/kernels/cpu/quant_blocks.h"
 #include "backends/cpu/kernels/cpu/x86_intrinsics.h"
@@ -156,7 +159,10 @@ const Isa* avx512_isa() {
                        .quantize_row_q8_0 = quantize_row_q8_0_avx512,
                        .quantize_row_q8_K = quantize_row_q8_K_avx512,
                        .swiglu = swiglu_avx512,
-                       .round_row_f16 = round_row_f16_avx512};
+                       .round_row_f16 = round_row_f16_avx512,
+                       .matmul_packed = matmul_packed_float,
+                       .repacks = is_packed_float,
+                       .packed_types = is_packed_float};
   return &isa;
 #else
   return nullptr;

@@ -1,8 +1,9 @@
-// Packed bf16, f16 and f32 weights (packed_weights.h): bf16 against x rounded to bf16, by vdpbf16ps
-// where a.xb holds it (the avx512bf16 level; amx, which keeps bf16 rows for its tiles, takes it at
-// every batch for a weight packed elsewhere), else by FMAs on a.x, rounded and widened to f32
-// (avx512vnni); f16 and f32 by FMAs on a.x as it is. Defined only where avx512_dot.cpp is
-// (FERRY_HAVE_AVX512_DOT), which calls it; a.xb set only on a CPU with AVX512_BF16.
+// Packed bf16, f16 and f32 weights (packed_weights.h) on AVX-512: bf16 against x rounded to bf16,
+// by vdpbf16ps where a.xb holds it (the avx512bf16 level; amx, which keeps bf16 rows for its tiles,
+// takes it at every batch for a weight packed elsewhere), else by FMAs on a.x, rounded and widened
+// to f32 (avx512, avx512vnni); f16 and f32 by FMAs on a.x as it is. The matmul_packed of the
+// avx512 level (the float types only) and part of avx512_dot.cpp's; a.xb set only on a CPU with
+// AVX512_BF16.
 #pragma once
 
 #include <cstdint>
