@@ -217,8 +217,8 @@ bool level_has_packed_kernels(DType dtype) {
   return isa.matmul_packed != nullptr && (isa.packed_types == nullptr || isa.packed_types(dtype));
 }
 
-// The levels that repack the float types (every vector level), q8_0 / q4_0 (avx2's packed loops,
-// the AVX-512 dot levels', amx's) and every other block type (the AVX-512 dot levels and amx, which
+// The levels that repack the float types (every vector level), q8_0 / q4_0 (avx2's and avxvnni's
+// packed loops, the AVX-512 dot levels', amx's) and every other block type (the AVX-512 dot levels and amx, which
 // keeps some as stored).
 bool packs_floats(const std::string& level) {
   return level != "scalar";
@@ -227,7 +227,7 @@ bool packs_blocks(const std::string& level) {
   return level == "avx512vnni" || level == "avx512bf16" || level == "amx";
 }
 bool packs_q8_0_and_q4_0(const std::string& level) {
-  return packs_blocks(level) || level == "avx2";
+  return packs_blocks(level) || level == "avx2" || level == "avxvnni";
 }
 
 // x as the matmul against `dtype` multiplies it in q8_0 mode: rounded to q8_0, q8_K or bf16, or
@@ -410,7 +410,7 @@ TEST(PackedWeights, BatchesAgainstBlocksOf32GetTheLevelsCopyOfX) {
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
     const kernels::cpu::Isa& isa = kernels::cpu::active_isa();
-    if (!packs_blocks(level)) continue;  // avx2: x in rows for its q8_0 and q4_0
+    if (!packs_blocks(level)) continue;  // avx2, avxvnni: x in rows for their q8_0 and q4_0
     ++checked;
     ASSERT_NE(isa.packed_x_size, nullptr) << level;
     for (DType dtype :

@@ -133,7 +133,7 @@ TEST(PeakPrefillInstruction, FollowsTheWeightTypeAndLevel) {
         << dtype_name(row.dtype) << " at " << row.level;
   }
   // Repacked at load: q4_k by vpdpbusd at the VNNI levels, the tiles at amx; q8_0 and q4_0 by
-  // vpmaddubsw at avx2 (by vpmaddwd in rows).
+  // vpmaddubsw at avx2 and vpdpbusd at avxvnni (by vpmaddwd in rows), the other types as avx2.
   EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "avx512vnni", true), PeakInstruction::Vnni);
   EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "avx512bf16", true), PeakInstruction::Vnni);
   EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "amx", true), PeakInstruction::AmxInt8);
@@ -141,6 +141,12 @@ TEST(PeakPrefillInstruction, FollowsTheWeightTypeAndLevel) {
   EXPECT_EQ(kernels::prefill_instruction(DType::Q8_0, "avx2", true), PeakInstruction::Int8Maddubs);
   EXPECT_EQ(kernels::prefill_instruction(DType::Q4_0, "avx2", true), PeakInstruction::Int8Maddubs);
   EXPECT_EQ(kernels::prefill_instruction(DType::Q4_0, "avx2"), PeakInstruction::Int16Madd);
+  EXPECT_EQ(kernels::prefill_instruction(DType::Q8_0, "avxvnni", true), PeakInstruction::Vnni);
+  EXPECT_EQ(kernels::prefill_instruction(DType::Q4_0, "avxvnni", true), PeakInstruction::Vnni);
+  EXPECT_EQ(kernels::prefill_instruction(DType::Q8_0, "avxvnni"), PeakInstruction::Int16Madd);
+  EXPECT_EQ(kernels::prefill_instruction(DType::Q4_1, "avxvnni"), PeakInstruction::Int8Maddubs);
+  EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "avxvnni", true), PeakInstruction::Int8Maddubs);
+  EXPECT_EQ(kernels::prefill_instruction(DType::BF16, "avxvnni", true), PeakInstruction::FmaF32);
 }
 
 TEST(PeakProbe, FmaRunsAtEveryAvailableVectorLevel) {
@@ -157,8 +163,8 @@ TEST(PeakProbe, FmaRunsAtEveryAvailableVectorLevel) {
 
 TEST(PeakProbe, RunsEachInstructionExactlyWhereTheCpuHasIt) {
   ThreadPool pool(2);
-  for (const char* level : {"avx2", "avx512", "avx512vnni", "avx512bf16", "amx"}) {
-    const int bits = std::string(level).starts_with("avx2") ? 256 : 512;
+  for (const char* level : {"avx2", "avxvnni", "avx512", "avx512vnni", "avx512bf16", "amx"}) {
+    const int bits = std::string(level).starts_with("avx512") || std::string(level) == "amx" ? 512 : 256;
     for (PeakInstruction instruction : kInstructions) {
       const double ops = kernels::measure_peak_ops(instruction, level, pool, kBriefPass);
       if (cpu_runs(instruction, bits)) {

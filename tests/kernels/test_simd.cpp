@@ -29,9 +29,19 @@ TEST(SimdLevel, ListsAvailableLevelsBestFirstAndForcesEach) {
   }
   // Each level implies the ones below it: every path uses the instructions of those below.
   const char* ladder[] = {"amx", "avx512bf16", "avx512vnni", "avx512", "avx2"};
+  auto offered = [&](const char* level) { return std::find(levels.begin(), levels.end(), level) != levels.end(); };
   for (size_t i = 0; i + 1 < std::size(ladder); ++i) {
-    if (std::find(levels.begin(), levels.end(), ladder[i]) != levels.end()) {
-      EXPECT_NE(std::find(levels.begin(), levels.end(), ladder[i + 1]), levels.end()) << ladder[i];
+    if (offered(ladder[i])) {
+      EXPECT_TRUE(offered(ladder[i + 1])) << ladder[i];
+    }
+  }
+  // avxvnni is avx2 plus AVX-VNNI, ranked below the AVX-512 levels.
+  if (offered("avxvnni")) {
+    EXPECT_TRUE(offered("avx2"));
+    const auto at = [&](const char* level) { return std::find(levels.begin(), levels.end(), level) - levels.begin(); };
+    EXPECT_EQ(at("avxvnni") + 1, at("avx2"));
+    if (offered("avx512")) {
+      EXPECT_LT(at("avx512"), at("avxvnni"));
     }
   }
 }
@@ -39,5 +49,5 @@ TEST(SimdLevel, ListsAvailableLevelsBestFirstAndForcesEach) {
 TEST(SimdLevel, RejectsUnknownNames) {
   SimdLevelGuard guard;
   expect_error(ErrorKind::Usage, [] { kernels::set_simd_level("neon"); },
-               {"neon", "scalar, avx2, avx512, avx512vnni, avx512bf16 or amx"});
+               {"neon", "scalar, avx2, avxvnni, avx512, avx512vnni, avx512bf16 or amx"});
 }

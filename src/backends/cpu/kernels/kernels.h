@@ -91,7 +91,7 @@ void compute(Op op, const OpParams& params, const std::vector<Tensor*>& inputs, 
 bool supports(Op op, const std::vector<DType>& input_dtypes);
 
 // Which SIMD level the kernels chose at run time: "amx", "avx512bf16", "avx512vnni", "avx512",
-// "avx2" or "scalar" (simd.h).
+// "avxvnni", "avx2" or "scalar" (simd.h).
 const char* simd_level();
 
 // What matmul multiplies quantized and bf16 weights with. Q8_0 (the default): each row of

@@ -34,14 +34,19 @@ constexpr int kPasses = 5;
 struct Level {
   std::string_view name;
   int bits;
-  bool vnni;  // q8_0, q4_0, the other blocks of 32 and iq4_xs use vpdpbusd
-  bool bf16;  // bf16 weights use vdpbf16ps
-  bool amx;   // prefill of bf16 and every block type uses AMX tiles
+  bool vnni;                 // q8_0, q4_0, the other blocks of 32 and iq4_xs use vpdpbusd
+  bool bf16;                 // bf16 weights use vdpbf16ps
+  bool amx;                  // prefill of bf16 and every block type uses AMX tiles
+  bool packed_vnni = false;  // q8_0 and q4_0 use vpdpbusd repacked, the rest as the level below
 };
 constexpr Level kLevels[] = {
-    {"scalar", 0, false, false, false},     {"avx2", 256, false, false, false},
-    {"avx512", 512, false, false, false},   {"avx512vnni", 512, true, false, false},
-    {"avx512bf16", 512, true, true, false}, {"amx", 512, true, true, true},
+    {"scalar", 0, false, false, false},
+    {"avx2", 256, false, false, false},
+    {"avxvnni", 256, false, false, false, true},
+    {"avx512", 512, false, false, false},
+    {"avx512vnni", 512, true, false, false},
+    {"avx512bf16", 512, true, true, false},
+    {"amx", 512, true, true, true},
 };
 
 const Level* find_level(std::string_view name) {
@@ -463,7 +468,8 @@ double measure_peak_ops(PeakInstruction instruction, std::string_view simd_level
   const Level* level = find_level(simd_level);
   if (level == nullptr) {
     fail(ErrorKind::Usage,
-         "measure_peak_ops: unknown SIMD level '{}': use scalar, avx2, avx512, avx512vnni, avx512bf16 or amx",
+         "measure_peak_ops: unknown SIMD level '{}': use scalar, avx2, avxvnni, avx512, avx512vnni, avx512bf16 or "
+         "amx",
          simd_level);
   }
   if (level->bits == 0) return 0.0;
@@ -519,8 +525,8 @@ std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_vie
     case DType::Q8_0:
     case DType::Q4_0:
       if (level->amx) return PeakInstruction::AmxInt8;
-      if (level->vnni) return PeakInstruction::Vnni;
-      // avx2's packed loops multiply bytes (vpmaddubsw, avx2_packed.cpp), its rows int16.
+      if (level->vnni || (packed && level->packed_vnni)) return PeakInstruction::Vnni;
+      // avx2's packed loops multiply bytes (vpmaddubsw, avx2_packed_blocks.h), its rows int16.
       return packed ? PeakInstruction::Int8Maddubs : PeakInstruction::Int16Madd;
     default:
       if (!cpu::is_block_type(w_type)) break;

@@ -16,13 +16,14 @@ namespace ferry::kernels {
 
 namespace {
 
-constexpr const char* kLevelNames = "scalar, avx2, avx512, avx512vnni, avx512bf16 or amx";
+constexpr const char* kLevelNames = "scalar, avx2, avxvnni, avx512, avx512vnni, avx512bf16 or amx";
 
 // nullptr when the level is known but this CPU (or build) cannot run it.
 const cpu::Isa* isa_named(std::string_view level) {
   if (level == "scalar") return &cpu::scalar_isa();
   const CpuFeatures& cpu = cpu_features();
   if (level == "avx2") return cpu.avx2 ? cpu::avx2_isa() : nullptr;
+  if (level == "avxvnni") return cpu.avx_vnni ? cpu::avx_vnni_isa() : nullptr;
   if (level == "avx512") return cpu.avx512 ? cpu::avx512_isa() : nullptr;
   if (level == "avx512vnni") return cpu.avx512_vnni ? cpu::avx512_vnni_isa() : nullptr;
   if (level == "avx512bf16") return cpu.avx512_bf16 ? cpu::avx512_bf16_isa() : nullptr;
@@ -77,6 +78,8 @@ std::vector<std::string> available_simd_levels() {
   for (const char* level : {"amx", "avx512bf16", "avx512vnni", "avx512"}) {
     if (isa_named(level)) levels.emplace_back(level);
   }
+  // No CPU has AVX-VNNI and AVX-512 without AVX512-VNNI, so avxvnni ranks below every AVX-512 level.
+  if (isa_named("avxvnni")) levels.emplace_back("avxvnni");
   if (isa_named("avx2")) levels.emplace_back("avx2");
   levels.emplace_back("scalar");
   return levels;

@@ -1,5 +1,5 @@
 // The CPU backend's per-instruction-set inner loops, as a table of function pointers. Each level
-// (scalar, avx2, avx512, avx512vnni, avx512bf16, amx) fills one table; simd.cpp picks one at run time. The
+// (scalar, avx2, avxvnni, avx512, avx512vnni, avx512bf16, amx) fills one table; simd.cpp picks one at run time. The
 // callers in kernels/*.cpp check arguments and split work over threads; these loops trust them.
 #pragma once
 
@@ -178,6 +178,8 @@ struct Isa {
 const Isa& scalar_isa();
 // nullptr when this build has no such path. Whether the CPU can run it is simd.cpp's question.
 const Isa* avx2_isa();
+// avx2 plus AVX-VNNI: packed q8_0 and q4_0 by the 256-bit vpdpbusd (avx_vnni.cpp).
+const Isa* avx_vnni_isa();
 const Isa* avx512_isa();
 // AVX-512 with VNNI (the blocks of 32 and iq4_xs's chunks by vpdpbusd, the k-quants' scale
 // products by vpdpwssd), and that plus BF16 (bf16 weights by vdpbf16ps): avx512_dot.cpp.
