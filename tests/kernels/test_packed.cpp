@@ -512,6 +512,15 @@ TEST(PackedWeights, WhichWeightsArePacked) {
   SimdLevelGuard guard;
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
+    // What the level's packed kernels take (the rest is unpacked for its row loops): every
+    // packable type from avx512vnni up (amx: those without tiles by the vector loops), whatever it
+    // repacks itself, since a weight may come packed by another level.
+    for (DType dtype : kPackable) {
+      const bool q8_0_or_q4_0 = dtype == DType::Q8_0 || dtype == DType::Q4_0;
+      const bool expected = packs_blocks(level) || (q8_0_or_q4_0 && packs_q8_0_and_q4_0(level)) ||
+                            (is_float_type(dtype) && packs_floats(level));
+      EXPECT_EQ(level_has_packed_kernels(dtype), expected) << level << " " << dtype_name(dtype);
+    }
     const bool packs = packs_blocks(level);
     EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs_q8_0_and_q4_0(level)) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs_q8_0_and_q4_0(level)) << level;

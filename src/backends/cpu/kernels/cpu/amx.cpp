@@ -1146,6 +1146,7 @@ const Isa* amx_isa() {
     level.matmul = matmul_amx;
     level.matmul_packed = matmul_packed_amx;
     level.repacks = amx_level_repacks;
+    level.packed_types = nullptr;  // every packable type: those without tiles by the vector loops
     level.packed_x_size = packed_x_size;
     level.pack_x = pack_x;
     level.small_batch_rows = kMaxVectorRows;

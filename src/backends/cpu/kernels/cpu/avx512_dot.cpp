@@ -1644,6 +1644,7 @@ const Isa* avx512_vnni_isa() {
     level.matmul = matmul_dot<false>;
     level.matmul_packed = matmul_packed_dot;
     level.repacks = is_packable_type;
+    level.packed_types = nullptr;  // every packable type (the avx512 table's are the float types)
     return level;
   }();
   return &isa;
@@ -1661,6 +1662,7 @@ const Isa* avx512_bf16_isa() {
     level.matmul = matmul_dot<true>;
     level.matmul_packed = matmul_packed_dot;
     level.repacks = is_packable_type;
+    level.packed_types = nullptr;  // every packable type (the avx512 table's are the float types)
     level.round_row_bf16 = round_row_bf16_avx512;
     return level;
   }();
