@@ -217,16 +217,16 @@ bool level_has_packed_kernels(DType dtype) {
   return isa.matmul_packed != nullptr && (isa.packed_types == nullptr || isa.packed_types(dtype));
 }
 
-// The levels that repack the float types (every vector level), q8_0 / q4_0 (avx2's and avxvnni's
-// packed loops, the AVX-512 dot levels', amx's) and every other block type (the AVX-512 dot levels and amx, which
-// keeps some as stored).
+// The levels that repack the float types (every vector level), q8_0 / q4_0 / q4_k (avx2's and
+// avxvnni's packed loops, the AVX-512 dot levels', amx's) and every other block type (the AVX-512 dot levels and amx,
+// which keeps some as stored).
 bool packs_floats(const std::string& level) {
   return level != "scalar";
 }
 bool packs_blocks(const std::string& level) {
   return level == "avx512vnni" || level == "avx512bf16" || level == "amx";
 }
-bool packs_q8_0_and_q4_0(const std::string& level) {
+bool packs_q8_0_q4_0_and_q4_k(const std::string& level) {
   return packs_blocks(level) || level == "avx2" || level == "avxvnni";
 }
 
@@ -410,7 +410,7 @@ TEST(PackedWeights, BatchesAgainstBlocksOf32GetTheLevelsCopyOfX) {
   for (const std::string& level : kernels::available_simd_levels()) {
     kernels::set_simd_level(level);
     const kernels::cpu::Isa& isa = kernels::cpu::active_isa();
-    if (!packs_blocks(level)) continue;  // avx2, avxvnni: x in rows for their q8_0 and q4_0
+    if (!packs_blocks(level)) continue;  // avx2, avxvnni: x in rows for their q8_0, q4_0 and q4_k
     ++checked;
     ASSERT_NE(isa.packed_x_size, nullptr) << level;
     for (DType dtype :
@@ -516,15 +516,15 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     // packable type from avx512vnni up (amx: those without tiles by the vector loops), whatever it
     // repacks itself, since a weight may come packed by another level.
     for (DType dtype : kPackable) {
-      const bool q8_0_or_q4_0 = dtype == DType::Q8_0 || dtype == DType::Q4_0;
-      const bool expected = packs_blocks(level) || (q8_0_or_q4_0 && packs_q8_0_and_q4_0(level)) ||
+      const bool q8_0_q4_0_q4_k = dtype == DType::Q8_0 || dtype == DType::Q4_0 || dtype == DType::Q4_K;
+      const bool expected = packs_blocks(level) || (q8_0_q4_0_q4_k && packs_q8_0_q4_0_and_q4_k(level)) ||
                             (is_float_type(dtype) && packs_floats(level));
       EXPECT_EQ(level_has_packed_kernels(dtype), expected) << level << " " << dtype_name(dtype);
     }
     const bool packs = packs_blocks(level);
-    EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs_q8_0_and_q4_0(level)) << level;
-    EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs_q8_0_and_q4_0(level)) << level;
-    EXPECT_EQ(kernels::repacks_weight(DType::Q4_K, Shape{32, 256}), packs) << level;
+    EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs_q8_0_q4_0_and_q4_k(level)) << level;
+    EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs_q8_0_q4_0_and_q4_k(level)) << level;
+    EXPECT_EQ(kernels::repacks_weight(DType::Q4_K, Shape{32, 256}), packs_q8_0_q4_0_and_q4_k(level)) << level;
     // amx keeps q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q5_k, q6_k and iq4_xs as stored: its tiles take the rows (amx.cpp
     // amx_repacks).
     for (DType blocks_of_32 : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL})

@@ -1,9 +1,10 @@
-// Packed q8_0 and q4_0 (packed_weights.h) on 256-bit vectors, written once over B, for the avx2
-// level (vpmaddubsw: avx2_packed.cpp) and avxvnni (vpdpbusd: avx_vnni.cpp); include inside the
-// file's target region, after <cstdint>, <cstring>, packed_weights.h and x86_intrinsics.h. A group's
-// 16 rows are two vectors (rows 0-7 and 8-15), x in rows (a.xq), each output's operations those of
-// isa.h's contract: per block the exact integer dot product, then acc = fma(f32(dot), weight scale *
-// x scale, acc) in increasing k, then acc + bias; so every level gives the same bits.
+// Packed q8_0, q4_0 and q4_k (packed_weights.h) on 256-bit vectors, written once over B, for the
+// avx2 level (vpmaddubsw: avx2_packed.cpp) and avxvnni (vpdpbusd: avx_vnni.cpp); include inside the
+// file's target region, after <cstdint>, <cstring>, packed_weights.h and x86_intrinsics.h. A
+// group's 16 rows are two vectors (rows 0-7 and 8-15), x in rows, each output's operations those
+// of isa.h's contract, so every level gives the same bits: q4_k as k4_tile says; q8_0 and q4_0
+// (against a.xq) per block the exact integer dot product, then acc = fma(f32(dot), weight scale
+// * x scale, acc) in increasing k, then acc + bias:
 //   B::kVnni false (AVX2: no byte dot product into int32), per 4-byte unit of the rows vpmaddubsw
 //     (unsigned by signed bytes, pairs summed into int16, saturating), then:
 //       q8_0: |w| against x with w's signs moved onto it (vpsignb): pairs at most 2 * 128 * 127, no
@@ -19,6 +20,8 @@
 // Tiles of 4 rows of x by one group: the block's integer sums in registers, the f32 sums in the
 // tile's memory (L1), one fma per block, row and vector.
 #pragma once
+
+#include "backends/cpu/kernels/cpu/packed_q4_k.h"  // x_sum_pair
 
 namespace ferry::kernels::cpu {
 namespace {
@@ -131,9 +134,190 @@ void block_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G
   }
 }
 
+// A compile-time 0 or 1 (a sub-block's parity: low or high nibbles).
+template <int N>
+struct Parity {
+  static constexpr int value = N;
+};
+
+// A packed q4_k section's factors for its 16 rows, rows 0-7 in [.][0] and 8-15 in [.][1], as int32
+// lanes (quant_blocks.h unpack_scales_k4, from the 12 scale planes): sc[j] sub-block j's 6-bit scale
+// (without VNNI in both int16 halves, for vpmaddwd against the sub-block's int16 pair sums),
+// mins[k] = m_2k | m_2k+1 << 16 (for vpmaddwd against x's sum pair, packed_q4_k.h x_sum_pair).
+struct K4Factors256 {
+  __m256i sc[8][2];
+  __m256i mins[4][2];
+};
+
+// Bytes 8v..8v + 7 of 16 (rows 8v..8v + 7) as int32 lanes.
+inline __m256i row_ints(__m128i bytes, int v) {
+  return _mm256_cvtepu8_epi32(v == 0 ? bytes : _mm_srli_si128(bytes, 8));
+}
+
+template <class B>
+inline void k4_factors_256(const uint8_t* section, K4Factors256& f) {
+  const uint8_t* planes = section + kPackedQ4KScales;
+  auto plane = [&](int i) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(planes + 16 * i)); };
+  const __m128i six = _mm_set1_epi8(0x3F), low4 = _mm_set1_epi8(0x0F), top2 = _mm_set1_epi8(0x30);
+  __m128i sc[8], m[8];
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = _mm_and_si128(plane(j), six);
+    m[j] = _mm_and_si128(plane(j + 4), six);
+    // Sub-block j + 4: the low 4 bits from plane 8 + j, the top 2 from the top of plane j (4 + j).
+    sc[j + 4] = _mm_or_si128(_mm_and_si128(plane(j + 8), low4), _mm_and_si128(_mm_srli_epi16(plane(j), 2), top2));
+    m[j + 4] = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(plane(j + 8), 4), low4),
+                            _mm_and_si128(_mm_srli_epi16(plane(j + 4), 2), top2));
+  }
+  for (int v = 0; v < 2; ++v) {
+    for (int j = 0; j < 8; ++j) {
+      const __m256i scale = row_ints(sc[j], v);
+      f.sc[j][v] = B::kVnni ? scale : _mm256_or_si256(scale, _mm256_slli_epi32(scale, 16));
+    }
+    for (int k = 0; k < 4; ++k)
+      f.mins[k][v] = _mm256_or_si256(row_ints(m[2 * k], v), _mm256_slli_epi32(row_ints(m[2 * k + 1], v), 16));
+  }
+}
+
+// Packed q4_k against x rounded to q8_K: G groups of 16 weight rows against MR rows of x from m0,
+// x in rows. Per sub-block j and row, the exact integer dot product (w_j . x_j) of its nibbles
+// (even j the low ones, odd j the high ones shifted down) against x: without VNNI by vpmaddubsw,
+// pairs at most 2 * 15 * 127 summed in int16 over the sub-block's 8 units (at most 30480), then
+// times sc_j by vpmaddwd; with it by vpdpbusd, then times sc_j by vpmulld. Per super-block the exact
+// int32 sums sum_j sc_j * (w_j . x_j) and sum_j m_j * (x's sum over sub-block j) (vpmaddwd), then
+// packed_q4_k.h add_super_block's two f32 steps: the operations of avx512_dot.cpp's loops and
+// amx.cpp's tiles, so the same bits.
+template <class B, int MR, int G>
+void k4_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+  const int64_t supers = a.K / kQK_K;
+  const __m256i low4 = _mm256_set1_epi8(15);
+  // The f32 sums and each super-block's int32 ones in memory: the registers hold a sub-block's.
+  alignas(32) float acc[G][MR][16] = {};
+  for (int64_t s = 0; s < supers; ++s) {
+    const int8_t* x[MR];
+    int32_t x_pair[MR][4];
+    for (int m = 0; m < MR; ++m) {
+      x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
+      const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
+      for (int k = 0; k < 4; ++k) x_pair[m][k] = packed_q4_k::x_sum_pair<B>(bsum, k);
+    }
+    const uint8_t* section[G];
+    K4Factors256 f[G];
+    for (int g = 0; g < G; ++g) {
+      section[g] = group[g] + s * kPackedQ4KSection;
+      k4_factors_256<B>(section[g], f[g]);
+    }
+    alignas(32) int32_t sum[G][MR][16] = {};
+    // Sub-block 2p + kOdd (the low nibbles of the pair's 8 units, or the high ones) of every group,
+    // a unit of each in turn, so decode's streams advance together (a whole section of one stream
+    // at a time read them slower: avx512_dot.cpp packed_k4_rows).
+    auto sub_block = [&](int p, auto odd) {
+      constexpr int kOdd = decltype(odd)::value;
+      const int j = 2 * p + kOdd;
+      __m256i dot[G][MR][2];
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 8
+        for (int m = 0; m < MR; ++m) dot[g][m][0] = dot[g][m][1] = _mm256_setzero_si256();
+      }
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) {
+          const uint8_t* unit = section[g] + kPackedQ4KQuants + (8 * p + c) * 64;
+          if (G > 1 && a.prefetch && kOdd == 0) {
+            _mm_prefetch(reinterpret_cast<const char*>(unit + kDecodePrefetchBytes), _MM_HINT_T0);
+          }
+#pragma GCC unroll 2
+          for (int v = 0; v < 2; ++v) {
+            const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit + v * 32));
+            const __m256i values = _mm256_and_si256(kOdd == 0 ? w : _mm256_srli_epi16(w, 4), low4);
+#pragma GCC unroll 8
+            for (int m = 0; m < MR; ++m) {
+              const __m256i xb = broadcast4(x[m] + 32 * j + 4 * c);
+              if constexpr (B::kVnni) {
+                dot[g][m][v] = B::dot(dot[g][m][v], values, xb);
+              } else {
+                dot[g][m][v] = _mm256_add_epi16(dot[g][m][v], _mm256_maddubs_epi16(values, xb));
+                keep_order(dot[g][m][v]);
+              }
+            }
+          }
+        }
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 8
+        for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 2
+          for (int v = 0; v < 2; ++v) {
+            const __m256i scaled = B::kVnni ? _mm256_mullo_epi32(dot[g][m][v], f[g].sc[j][v])
+                                            : _mm256_madd_epi16(dot[g][m][v], f[g].sc[j][v]);
+            int32_t* out = sum[g][m] + 8 * v;
+            _mm256_store_si256(reinterpret_cast<__m256i*>(out),
+                               _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(out)), scaled));
+          }
+        }
+      }
+    };
+#pragma GCC unroll 1
+    for (int p = 0; p < 4; ++p) {
+      sub_block(p, Parity<0>{});
+      sub_block(p, Parity<1>{});
+    }
+    // The section's factors ahead too: the stream's first lines, which the units' prefetches skip.
+    if (G > 1 && a.prefetch) {
+      for (int g = 0; g < G; ++g) {
+        for (int64_t off = 0; off < kPackedQ4KQuants; off += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(section[g] + kPackedQ4KSection + off + kDecodePrefetchBytes),
+                       _MM_HINT_T0);
+        }
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      for (int v = 0; v < 2; ++v) {
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(section[g] + 16 * v)));
+        const __m256 dmin =
+            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(section[g] + 32 + 16 * v)));
+        const __m256 dmin_neg = _mm256_xor_ps(dmin, _mm256_set1_ps(-0.0f));
+        for (int m = 0; m < MR; ++m) {
+          __m256i mins = _mm256_setzero_si256();
+          for (int k = 0; k < 4; ++k) {
+            mins = _mm256_add_epi32(mins, _mm256_madd_epi16(f[g].mins[k][v], _mm256_set1_epi32(x_pair[m][k])));
+          }
+          const __m256 xs = _mm256_set1_ps(a.xq_scale[(m0 + m) * supers + s]);
+          const __m256i total = _mm256_load_si256(reinterpret_cast<const __m256i*>(sum[g][m] + 8 * v));
+          float* out = acc[g][m] + 8 * v;
+          __m256 r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, xs), _mm256_load_ps(out));
+          r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin_neg, xs), r);
+          _mm256_store_ps(out, r);
+        }
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    for (int v = 0; v < 2; ++v) {
+      const __m256 bias = a.bias != nullptr ? _mm256_loadu_ps(a.bias + n0[g] + 8 * v) : _mm256_setzero_ps();
+      for (int m = 0; m < MR; ++m) {
+        _mm256_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g] + 8 * v,
+                         _mm256_add_ps(_mm256_load_ps(acc[g][m] + 8 * v), bias));
+      }
+    }
+  }
+}
+
 // One row of x (decode): kStreams groups at once from kStreams equal parts of the range, as many
 // sequential streams in flight, then the rest one group at a time. Batches: tiles of kTileRows
 // rows against each group, the rows' rest in a smaller tile.
+// The tile of T (q8_0, q4_0: block_tile; q4_k: k4_tile).
+template <class B, DType T, int MR, int G>
+inline void tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+  if constexpr (T == DType::Q4_K) {
+    k4_tile<B, MR, G>(a, m0, group, n0);
+  } else {
+    block_tile<B, T, MR, G>(a, m0, group, n0);
+  }
+}
+
 template <class B, DType T>
 void packed_blocks(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   const size_t group_bytes = a.w_row_bytes * kPackedRows;
@@ -145,7 +329,7 @@ void packed_blocks(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
     for (int64_t i = 0; i < part; i += kPackedRows) {
       const int64_t n0[kStreams] = {n_begin + i, n_begin + part + i};
       const uint8_t* const group[kStreams] = {group_at(n0[0]), group_at(n0[1])};
-      block_tile<B, T, 1, kStreams>(a, 0, group, n0);
+      tile<B, T, 1, kStreams>(a, 0, group, n0);
     }
     n = n_begin + kStreams * part;
   }
@@ -154,16 +338,16 @@ void packed_blocks(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
     const int64_t n0[1] = {n};
     const uint8_t* const group[1] = {group_at(n)};
     int64_t m = 0;
-    for (; m + kTileRows <= a.M; m += kTileRows) block_tile<B, T, kTileRows, 1>(a, m, group, n0);
+    for (; m + kTileRows <= a.M; m += kTileRows) tile<B, T, kTileRows, 1>(a, m, group, n0);
     switch (a.M - m) {
       case 3:
-        block_tile<B, T, 3, 1>(a, m, group, n0);
+        tile<B, T, 3, 1>(a, m, group, n0);
         break;
       case 2:
-        block_tile<B, T, 2, 1>(a, m, group, n0);
+        tile<B, T, 2, 1>(a, m, group, n0);
         break;
       case 1:
-        block_tile<B, T, 1, 1>(a, m, group, n0);
+        tile<B, T, 1, 1>(a, m, group, n0);
         break;
       default:
         break;

@@ -1,8 +1,9 @@
 // A packed q4_k section (packed_weights.h: one super-block of a group's 16 rows) in AVX-512
 // registers, the rows in the 16 lanes: the pieces the packed vector loops (avx512_dot.cpp) and the
 // AMX tiles (amx.cpp) share, so both take the same factors and the same f32 steps. Include
-// only from inside a target region with AVX-512 F/BW; templates on the ISA's traits type S, so
-// each file gets its own instantiation compiled for its instruction set.
+// only from inside a target region; templates on the ISA's traits type S, so each file gets its
+// own instantiation compiled for its instruction set: all but x_sum_pair need AVX-512 F/BW
+// (avx2_packed_blocks.h takes only x_sum_pair).
 #pragma once
 
 #include <cstdint>
