@@ -57,6 +57,8 @@ const Isa* avx_vnni_isa() {
     Isa level = *avx2_isa();
     level.name = "avxvnni";
     level.matmul_packed = matmul_packed_avx_vnni;
+    level.repacks = avx2_packed_type;
+    level.packed_types = avx2_packed_type;
     return level;
   }();
   return &isa;
