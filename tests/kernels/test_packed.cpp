@@ -217,16 +217,16 @@ bool level_has_packed_kernels(DType dtype) {
   return isa.matmul_packed != nullptr && (isa.packed_types == nullptr || isa.packed_types(dtype));
 }
 
-// The levels that repack the float types (every vector level), q8_0 / q4_0 / q4_k (avx2's and
-// avxvnni's packed loops, the AVX-512 dot levels', amx's) and every other block type (the AVX-512 dot levels and amx,
-// which keeps some as stored).
+// The levels that repack the float types (every vector level), q8_0 / q4_0 / q4_k / q6_k (avx2's and
+// avxvnni's packed loops, the AVX-512 dot levels', amx's: q6_k amx keeps as stored) and every other block type (the
+// AVX-512 dot levels and amx, which keeps some as stored).
 bool packs_floats(const std::string& level) {
   return level != "scalar";
 }
 bool packs_blocks(const std::string& level) {
   return level == "avx512vnni" || level == "avx512bf16" || level == "amx";
 }
-bool packs_q8_0_q4_0_and_q4_k(const std::string& level) {
+bool packs_256_bit_types(const std::string& level) {
   return packs_blocks(level) || level == "avx2" || level == "avxvnni";
 }
 
@@ -516,21 +516,24 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     // packable type from avx512vnni up (amx: those without tiles by the vector loops), whatever it
     // repacks itself, since a weight may come packed by another level.
     for (DType dtype : kPackable) {
-      const bool q8_0_q4_0_q4_k = dtype == DType::Q8_0 || dtype == DType::Q4_0 || dtype == DType::Q4_K;
-      const bool expected = packs_blocks(level) || (q8_0_q4_0_q4_k && packs_q8_0_q4_0_and_q4_k(level)) ||
+      const bool avx2_type =
+          dtype == DType::Q8_0 || dtype == DType::Q4_0 || dtype == DType::Q4_K || dtype == DType::Q6_K;
+      const bool expected = packs_blocks(level) || (avx2_type && packs_256_bit_types(level)) ||
                             (is_float_type(dtype) && packs_floats(level));
       EXPECT_EQ(level_has_packed_kernels(dtype), expected) << level << " " << dtype_name(dtype);
     }
     const bool packs = packs_blocks(level);
-    EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs_q8_0_q4_0_and_q4_k(level)) << level;
-    EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs_q8_0_q4_0_and_q4_k(level)) << level;
-    EXPECT_EQ(kernels::repacks_weight(DType::Q4_K, Shape{32, 256}), packs_q8_0_q4_0_and_q4_k(level)) << level;
+    EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs_256_bit_types(level)) << level;
+    EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs_256_bit_types(level)) << level;
+    EXPECT_EQ(kernels::repacks_weight(DType::Q4_K, Shape{32, 256}), packs_256_bit_types(level)) << level;
     // amx keeps q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q5_k, q6_k and iq4_xs as stored: its tiles take the rows (amx.cpp
     // amx_repacks).
     for (DType blocks_of_32 : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL})
       EXPECT_EQ(kernels::repacks_weight(blocks_of_32, Shape{32, 64}), packs && level != "amx") << level;
-    for (DType super_blocks : {DType::Q2_K, DType::Q3_K, DType::Q5_K, DType::Q6_K, DType::IQ4_XS})
+    for (DType super_blocks : {DType::Q2_K, DType::Q3_K, DType::Q5_K, DType::IQ4_XS})
       EXPECT_EQ(kernels::repacks_weight(super_blocks, Shape{32, 256}), packs && level != "amx") << level;
+    EXPECT_EQ(kernels::repacks_weight(DType::Q6_K, Shape{32, 256}), packs_256_bit_types(level) && level != "amx")
+        << level;
     EXPECT_FALSE(kernels::repacks_weight(DType::IQ4_XS, Shape{32, 224})) << level << ": not whole super-blocks";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q6_K, Shape{32, 320})) << level << ": not whole super-blocks";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{33, 64})) << level << ": not whole groups of 16 rows";

@@ -1,8 +1,8 @@
-// Packed q8_0, q4_0 and q4_k (packed_weights.h) on 256-bit vectors, written once over B, for the
+// Packed q8_0, q4_0, q4_k and q6_k (packed_weights.h) on 256-bit vectors, written once over B, for the
 // avx2 level (vpmaddubsw: avx2_packed.cpp) and avxvnni (vpdpbusd: avx_vnni.cpp); include inside the
 // file's target region, after <cstdint>, <cstring>, packed_weights.h and x86_intrinsics.h. A
 // group's 16 rows are two vectors (rows 0-7 and 8-15), x in rows, each output's operations those
-// of isa.h's contract, so every level gives the same bits: q4_k as k4_tile says; q8_0 and q4_0
+// of isa.h's contract, so every level gives the same bits: q4_k and q6_k as k4_tile and q6_tile say; q8_0 and q4_0
 // (against a.xq) per block the exact integer dot product, then acc = fma(f32(dot), weight scale
 // * x scale, acc) in increasing k, then acc + bias:
 //   B::kVnni false (AVX2: no byte dot product into int32), per 4-byte unit of the rows vpmaddubsw
@@ -305,14 +305,182 @@ void k4_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
   }
 }
 
+// Sub-block t's 6-bit values (q + 32) of half v (rows 8v..8v + 7) of a packed q6_k unit, its three
+// 64-byte pieces (packed_weights.h): e_0..e_2 a mask away, e_3 the pieces' top 2 bits gathered
+// (16-bit shifts: the bits they carry across bytes are masked off).
+template <int T>
+inline __m256i q6_k_values_256(const uint8_t* unit, int v) {
+  auto piece = [&](int p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit + 64 * p + 32 * v)); };
+  if constexpr (T < 3) {
+    return _mm256_and_si256(piece(T), _mm256_set1_epi8(0x3F));
+  } else {
+    const __m256i a = _mm256_and_si256(_mm256_srli_epi16(piece(0), 6), _mm256_set1_epi8(0x03));
+    const __m256i b = _mm256_and_si256(_mm256_srli_epi16(piece(1), 4), _mm256_set1_epi8(0x0C));
+    const __m256i c = _mm256_and_si256(_mm256_srli_epi16(piece(2), 2), _mm256_set1_epi8(0x30));
+    return _mm256_or_si256(_mm256_or_si256(a, b), c);
+  }
+}
+
+// The int8 scales of half v of the 16 at p (a scale plane, packed_weights.h) as int32 lanes.
+inline __m256i q6_k_scales_256(const uint8_t* p, int v) {
+  return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * v)));
+}
+
+// Two int32 lanes' low halves as one int16 pair (low's first), for vpmaddwd.
+inline __m256i int16_pair(__m256i low, __m256i high) {
+  return _mm256_blend_epi16(low, _mm256_slli_epi32(high, 16), 0xAA);
+}
+
+// Packed q6_k against x rounded to q8_K: G groups of 16 weight rows against MR rows of x from m0,
+// x in rows. Per super-block and row the exact int32 sum_j sc_j * (w_j . x_j) of its 16 sub-blocks,
+// w the signed 6-bit quants: started from -32 sum_j sc_j * (x's sum over sub-block j) (vpmaddwd on
+// scale pairs and q8_K's bsum pairs), then per sub-block the dot product of the stored values
+// (q + 32, unsigned) with x, without VNNI by vpmaddubsw (pairs at most 2 * 63 * 127: two units'
+// pairs summed in int16, at most 32004, then times sc_j by vpmaddwd), with it by vpdpbusd (then
+// times sc_j by vpmulld); then y = fma(f32(sum), d * x's scale, y) from 0, and y + bias at the end:
+// avx512_dot.cpp's packed_q6_k_rows, so every level gives the same bits.
+template <class B, int MR, int G>
+void q6_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+  const int64_t supers = a.K / kQK_K;
+  // The f32 sums and each super-block's int32 ones in memory: the registers hold a sub-block's.
+  alignas(32) float acc[G][MR][16] = {};
+  for (int64_t s = 0; s < supers; ++s) {
+    const int8_t* x[MR];
+    for (int m = 0; m < MR; ++m) x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
+    const uint8_t* section[G];
+    alignas(32) int32_t sum[G][MR][16];
+    for (int g = 0; g < G; ++g) {
+      section[g] = group[g] + s * kPackedQ6KSection;
+      const uint8_t* planes = section[g] + kPackedQ6KScales;
+      for (int v = 0; v < 2; ++v) {
+        // Sub-blocks 2p and 2p + 1: plane p % 4 of quads 2 (p / 4) and 2 (p / 4) + 1.
+        __m256i pairs[8];
+        for (int p = 0; p < 8; ++p) {
+          const uint8_t* even = planes + 64 * (2 * (p / 4)) + 16 * (p % 4);
+          pairs[p] = int16_pair(q6_k_scales_256(even, v), q6_k_scales_256(even + 64, v));
+        }
+        for (int m = 0; m < MR; ++m) {
+          const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
+          __m256i corr = _mm256_setzero_si256();
+          for (int p = 0; p < 8; ++p)
+            corr = _mm256_add_epi32(corr, _mm256_madd_epi16(pairs[p], broadcast4(bsum + 2 * p)));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(sum[g][m] + 8 * v),
+                             _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5)));
+        }
+      }
+    }
+    // Sub-block t of quad q (j = 8 (q / 2) + 2t + q % 2) of every group, a unit of each in turn, so
+    // decode's streams advance together.
+    auto sub_block = [&](int q, auto t) {
+      constexpr int kT = decltype(t)::value;
+      __m256i dot[G][MR][2];
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 8
+        for (int m = 0; m < MR; ++m) dot[g][m][0] = dot[g][m][1] = _mm256_setzero_si256();
+      }
+      __m256i sc[G][2];
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+        for (int v = 0; v < 2; ++v) {
+          const __m256i scale = q6_k_scales_256(section[g] + kPackedQ6KScales + 64 * q + 16 * kT, v);
+          sc[g][v] = B::kVnni ? scale : int16_pair(scale, scale);
+        }
+      }
+      [[maybe_unused]] __m256i pair_sums[G][MR][2];  // without VNNI: two units' int16 pairs
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) {
+          const uint8_t* unit = section[g] + kPackedQ6KQuants + q * kPackedQ6KQuad + 192 * i;
+          if (G > 1 && a.prefetch && kT == 0) {
+            for (int piece = 0; piece < 3; ++piece)
+              _mm_prefetch(reinterpret_cast<const char*>(unit + 64 * piece + kDecodePrefetchBytes), _MM_HINT_T0);
+          }
+#pragma GCC unroll 2
+          for (int v = 0; v < 2; ++v) {
+            const __m256i values = q6_k_values_256<kT>(unit, v);
+#pragma GCC unroll 8
+            for (int m = 0; m < MR; ++m) {
+              const __m256i xb = broadcast4(x[m] + 128 * (q / 2) + 32 * kT + 4 * (4 * (q % 2) + i));
+              if constexpr (B::kVnni) {
+                dot[g][m][v] = B::dot(dot[g][m][v], values, xb);
+              } else {
+                const __m256i products = _mm256_maddubs_epi16(values, xb);
+                if (i % 2 == 0) {
+                  pair_sums[g][m][v] = products;
+                } else {
+                  const __m256i scaled = _mm256_madd_epi16(_mm256_add_epi16(pair_sums[g][m][v], products), sc[g][v]);
+                  dot[g][m][v] = _mm256_add_epi32(dot[g][m][v], scaled);
+                }
+              }
+            }
+          }
+        }
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 8
+        for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 2
+          for (int v = 0; v < 2; ++v) {
+            const __m256i scaled = B::kVnni ? _mm256_mullo_epi32(dot[g][m][v], sc[g][v]) : dot[g][m][v];
+            int32_t* out = sum[g][m] + 8 * v;
+            _mm256_store_si256(reinterpret_cast<__m256i*>(out),
+                               _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(out)), scaled));
+          }
+        }
+      }
+    };
+#pragma GCC unroll 1
+    for (int q = 0; q < 4; ++q) {
+      sub_block(q, Parity<0>{});
+      sub_block(q, Parity<1>{});
+      sub_block(q, Parity<2>{});
+      sub_block(q, Parity<3>{});
+    }
+    // The next section's d and scale planes ahead too: the units' prefetches skip them.
+    if (G > 1 && a.prefetch) {
+      for (int g = 0; g < G; ++g) {
+        for (int64_t off = 0; off < kPackedQ6KQuants; off += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(section[g] + kPackedQ6KSection + off + kDecodePrefetchBytes),
+                       _MM_HINT_T0);
+        }
+      }
+    }
+    for (int g = 0; g < G; ++g) {
+      for (int v = 0; v < 2; ++v) {
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(section[g] + 16 * v)));
+        for (int m = 0; m < MR; ++m) {
+          const __m256 xs = _mm256_set1_ps(a.xq_scale[(m0 + m) * supers + s]);
+          const __m256i total = _mm256_load_si256(reinterpret_cast<const __m256i*>(sum[g][m] + 8 * v));
+          float* out = acc[g][m] + 8 * v;
+          _mm256_store_ps(out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, xs), _mm256_load_ps(out)));
+        }
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    for (int v = 0; v < 2; ++v) {
+      const __m256 bias = a.bias != nullptr ? _mm256_loadu_ps(a.bias + n0[g] + 8 * v) : _mm256_setzero_ps();
+      for (int m = 0; m < MR; ++m) {
+        _mm256_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g] + 8 * v,
+                         _mm256_add_ps(_mm256_load_ps(acc[g][m] + 8 * v), bias));
+      }
+    }
+  }
+}
+
 // One row of x (decode): kStreams groups at once from kStreams equal parts of the range, as many
 // sequential streams in flight, then the rest one group at a time. Batches: tiles of kTileRows
 // rows against each group, the rows' rest in a smaller tile.
-// The tile of T (q8_0, q4_0: block_tile; q4_k: k4_tile).
+// The tile of T (q8_0, q4_0: block_tile; q4_k: k4_tile; q6_k: q6_tile).
 template <class B, DType T, int MR, int G>
 inline void tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   if constexpr (T == DType::Q4_K) {
     k4_tile<B, MR, G>(a, m0, group, n0);
+  } else if constexpr (T == DType::Q6_K) {
+    q6_tile<B, MR, G>(a, m0, group, n0);
   } else {
     block_tile<B, T, MR, G>(a, m0, group, n0);
   }
