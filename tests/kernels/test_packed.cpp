@@ -217,9 +217,9 @@ bool level_has_packed_kernels(DType dtype) {
   return isa.matmul_packed != nullptr && (isa.packed_types == nullptr || isa.packed_types(dtype));
 }
 
-// The levels that repack the float types (every vector level), q8_0 / q4_0 / q4_k / q6_k (avx2's and
-// avxvnni's packed loops, the AVX-512 dot levels', amx's: q6_k amx keeps as stored) and every other block type (the
-// AVX-512 dot levels and amx, which keeps some as stored).
+// The levels that repack the float types (every vector level), q8_0 / q4_0 / q4_k / q5_k / q6_k (avx2's
+// and avxvnni's packed loops, the AVX-512 dot levels', amx's: q5_k and q6_k amx keeps as stored) and every other block
+// type (the AVX-512 dot levels and amx, which keeps some as stored).
 bool packs_floats(const std::string& level) {
   return level != "scalar";
 }
@@ -351,6 +351,70 @@ TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
       }
     }
   }
+}
+
+// Every quant at its largest magnitude and every scale at its largest, so the packed loops' int16
+// sums meet their bounds (avx2_packed_blocks.h: q4_0 and q4_k 30480, q5_k 31496 over 4 units, q6_k
+// 32004 over 2, q8_0 2 * 128 * 127 per pair) against x all +1, all -1 (rounded to +-127) and
+// alternating: bytes 0xFF (q8_0's quants -128, q6_k's scales 127 or -128), the f16 fields 2^-7.
+Tensor extreme_weight(DType dtype, int64_t N, int64_t K) {
+  Tensor w = Tensor::host(dtype, Shape{N, K}, "w");
+  auto* p = static_cast<uint8_t*>(w.data());
+  std::memset(p, 0xFF, w.nbytes());
+  const size_t block = dtype_traits(dtype).block_bytes;
+  const uint16_t small = 0x2000;
+  for (size_t b = 0; b < w.nbytes() / block; ++b) {
+    uint8_t* blk = p + b * block;
+    if (dtype == DType::Q6_K) {
+      auto* q6 = reinterpret_cast<BlockQ6_K*>(blk);
+      std::memset(q6->scales, b % 2 == 0 ? 0x7F : 0x80, sizeof(q6->scales));
+      q6->d = small;
+    } else {
+      std::memcpy(blk, &small, 2);
+      if (dtype == DType::Q4_K || dtype == DType::Q5_K) std::memcpy(blk + 2, &small, 2);  // dmin
+      if (dtype == DType::Q8_0) std::memset(blk + 2, 0x80, 32);
+    }
+  }
+  return w;
+}
+
+TEST(PackedWeights, ExtremeQuantsStayExactAtEveryLevel) {
+  SimdLevelGuard guard;
+  Q8ActivationsGuard mode_guard;
+  kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
+  int checked = 0;
+  for (DType dtype : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const int64_t M = 3, N = 32, K = packable_k(dtype, 16);
+    std::vector<float> xv(static_cast<size_t>(M * K));
+    for (int64_t k = 0; k < K; ++k) {
+      xv[static_cast<size_t>(k)] = 1.0f;
+      xv[static_cast<size_t>(K + k)] = -1.0f;
+      xv[static_cast<size_t>(2 * K + k)] = k % 2 == 0 ? 1.0f : -1.0f;
+    }
+    const Tensor x = f32_tensor(Shape{M, K}, xv, "x");
+    const Tensor w = extreme_weight(dtype, N, K);
+    const Tensor p = packed_copy(w);
+    for (const std::string& level : kernels::available_simd_levels()) {
+      kernels::set_simd_level(level);
+      if (!level_has_packed_kernels(dtype)) continue;
+      ++checked;
+      for (int64_t rows : {M, int64_t{1}}) {  // a batch, and decode's loop on the first row
+        const std::vector<float> part(xv.begin(), xv.begin() + rows * K);
+        const auto y = run_matmul(f32_tensor(Shape{rows, K}, part, "xr"), p, 1);
+        for (int64_t m = 0; m < rows; ++m) {
+          const RefRounded xe = rounded_x(dtype, std::vector<float>(xv.begin() + m * K, xv.begin() + (m + 1) * K));
+          for (int64_t n = 0; n < N; ++n) {
+            double magnitude = 0.0;
+            const double dot =
+                ref_dot_rounded(dtype, static_cast<const uint8_t*>(w.data()) + n * w.row_bytes(), xe, &magnitude);
+            ASSERT_NEAR(y[static_cast<size_t>(m * N + n)], dot, 1e-5 * magnitude + 1e-30)
+                << dtype_name(dtype) << " " << level << " rows " << rows << " at (" << m << ", " << n << ")";
+          }
+        }
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no level with packed kernels for these types on this CPU";
 }
 
 TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
@@ -516,8 +580,8 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     // packable type from avx512vnni up (amx: those without tiles by the vector loops), whatever it
     // repacks itself, since a weight may come packed by another level.
     for (DType dtype : kPackable) {
-      const bool avx2_type =
-          dtype == DType::Q8_0 || dtype == DType::Q4_0 || dtype == DType::Q4_K || dtype == DType::Q6_K;
+      const bool avx2_type = dtype == DType::Q8_0 || dtype == DType::Q4_0 || dtype == DType::Q4_K ||
+                             dtype == DType::Q5_K || dtype == DType::Q6_K;
       const bool expected = packs_blocks(level) || (avx2_type && packs_256_bit_types(level)) ||
                             (is_float_type(dtype) && packs_floats(level));
       EXPECT_EQ(level_has_packed_kernels(dtype), expected) << level << " " << dtype_name(dtype);
@@ -530,10 +594,12 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     // amx_repacks).
     for (DType blocks_of_32 : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL})
       EXPECT_EQ(kernels::repacks_weight(blocks_of_32, Shape{32, 64}), packs && level != "amx") << level;
-    for (DType super_blocks : {DType::Q2_K, DType::Q3_K, DType::Q5_K, DType::IQ4_XS})
+    for (DType super_blocks : {DType::Q2_K, DType::Q3_K, DType::IQ4_XS})
       EXPECT_EQ(kernels::repacks_weight(super_blocks, Shape{32, 256}), packs && level != "amx") << level;
-    EXPECT_EQ(kernels::repacks_weight(DType::Q6_K, Shape{32, 256}), packs_256_bit_types(level) && level != "amx")
-        << level;
+    for (DType avx2_k_quant : {DType::Q5_K, DType::Q6_K}) {
+      EXPECT_EQ(kernels::repacks_weight(avx2_k_quant, Shape{32, 256}), packs_256_bit_types(level) && level != "amx")
+          << level << " " << dtype_name(avx2_k_quant);
+    }
     EXPECT_FALSE(kernels::repacks_weight(DType::IQ4_XS, Shape{32, 224})) << level << ": not whole super-blocks";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q6_K, Shape{32, 320})) << level << ": not whole super-blocks";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q8_0, Shape{33, 64})) << level << ": not whole groups of 16 rows";

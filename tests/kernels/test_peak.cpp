@@ -132,8 +132,8 @@ TEST(PeakPrefillInstruction, FollowsTheWeightTypeAndLevel) {
     EXPECT_EQ(kernels::prefill_instruction(row.dtype, row.level), std::optional<PeakInstruction>(row.expected))
         << dtype_name(row.dtype) << " at " << row.level;
   }
-  // Repacked at load: q4_k by vpdpbusd at the VNNI levels, the tiles at amx; q8_0, q4_0, q4_k and
-  // q6_k by vpmaddubsw at avx2 and vpdpbusd at avxvnni (q8_0, q4_0 by vpmaddwd in rows), the other
+  // Repacked at load: q4_k by vpdpbusd at the VNNI levels, the tiles at amx; q8_0, q4_0, q4_k,
+  // q5_k and q6_k by vpmaddubsw at avx2 and vpdpbusd at avxvnni (q8_0, q4_0 by vpmaddwd in rows), the other
   // types as avx2.
   EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "avx512vnni", true), PeakInstruction::Vnni);
   EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "avx512bf16", true), PeakInstruction::Vnni);
@@ -150,7 +150,8 @@ TEST(PeakPrefillInstruction, FollowsTheWeightTypeAndLevel) {
   EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "avx2", true), PeakInstruction::Int8Maddubs);
   EXPECT_EQ(kernels::prefill_instruction(DType::Q6_K, "avxvnni", true), PeakInstruction::Vnni);
   EXPECT_EQ(kernels::prefill_instruction(DType::Q6_K, "avx2", true), PeakInstruction::Int8Maddubs);
-  EXPECT_EQ(kernels::prefill_instruction(DType::Q5_K, "avxvnni", true), PeakInstruction::Int8Maddubs);
+  EXPECT_EQ(kernels::prefill_instruction(DType::Q5_K, "avxvnni", true), PeakInstruction::Vnni);
+  EXPECT_EQ(kernels::prefill_instruction(DType::Q3_K, "avxvnni", true), PeakInstruction::Int8Maddubs);
   EXPECT_EQ(kernels::prefill_instruction(DType::BF16, "avxvnni", true), PeakInstruction::FmaF32);
 }
 

@@ -19,13 +19,12 @@ void matmul(const Tensor& x, const Tensor& w, const Tensor* bias, Tensor& y, Thr
 // Weights repacked for the CPU's dot products (cpu/packed_weights.h): whether this backend keeps a
 // weight of this dtype and shape packed (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k..q6_k and
 // iq4_xs [N, K] with N a multiple of 16 on a level with kernels for them: avx512vnni and above, amx
-// keeping the rows of all but q8_0, q4_0 and q4_k; avx2 and avxvnni packing q8_0, q4_0, q4_k and q6_k; bf16, f16 and
-// f32 with K even on every vector level, amx keeping bf16's rows;
-// all but f16 and f32 with x rounded (Q8Activations::Q8_0, which also gives the k-quants their q8_K and bf16 its bf16
-// x); FERRY_REPACK=off keeps every weight as stored), and the repacking itself, in place, returning w marked
-// Layout::Packed. matmul, embedding and to_f32 read packed weights on every level; compute() refuses them to every
-// other op, Tensor::reshape refuses them, and the other kernels must not be handed one (they would read the bytes as
-// rows).
+// keeping the rows of all but q8_0, q4_0 and q4_k; avx2 and avxvnni packing q8_0, q4_0, q4_k, q5_k and q6_k; bf16, f16
+// and f32 with K even on every vector level, amx keeping bf16's rows; all but f16 and f32 with x rounded
+// (Q8Activations::Q8_0, which also gives the k-quants their q8_K and bf16 its bf16 x); FERRY_REPACK=off keeps every
+// weight as stored), and the repacking itself, in place, returning w marked Layout::Packed. matmul, embedding and
+// to_f32 read packed weights on every level; compute() refuses them to every other op, Tensor::reshape refuses them,
+// and the other kernels must not be handed one (they would read the bytes as rows).
 bool repacks_weight(DType dtype, const Shape& shape);
 Tensor repack_weight(const Tensor& w, ThreadPool& pool);
 

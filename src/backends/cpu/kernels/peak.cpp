@@ -34,10 +34,11 @@ constexpr int kPasses = 5;
 struct Level {
   std::string_view name;
   int bits;
-  bool vnni;                 // q8_0, q4_0, the other blocks of 32 and iq4_xs use vpdpbusd
-  bool bf16;                 // bf16 weights use vdpbf16ps
-  bool amx;                  // prefill of bf16 and every block type uses AMX tiles
-  bool packed_vnni = false;  // q8_0, q4_0, q4_k and q6_k use vpdpbusd repacked, the rest as the level below
+  bool vnni;  // q8_0, q4_0, the other blocks of 32 and iq4_xs use vpdpbusd
+  bool bf16;  // bf16 weights use vdpbf16ps
+  bool amx;   // prefill of bf16 and every block type uses AMX tiles
+  bool packed_vnni =
+      false;  // q8_0, q4_0 and the k-quants but q2_k, q3_k use vpdpbusd repacked, the rest as the level below
 };
 constexpr Level kLevels[] = {
     {"scalar", 0, false, false, false},
@@ -539,7 +540,7 @@ std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_vie
                           w_type == DType::IQ4_NL || w_type == DType::IQ4_XS)) {
         return PeakInstruction::Vnni;
       }
-      if (packed && level->packed_vnni && (w_type == DType::Q4_K || w_type == DType::Q6_K))
+      if (packed && level->packed_vnni && (w_type == DType::Q4_K || w_type == DType::Q5_K || w_type == DType::Q6_K))
         return PeakInstruction::Vnni;
       return PeakInstruction::Int8Maddubs;
   }

@@ -41,8 +41,8 @@ double measure_peak_ops(PeakInstruction instruction, std::string_view simd_level
 // q8_0 and q4_0 AmxInt8 at amx, Vnni at the VNNI levels (avx512vnni, avx512bf16), Int16Madd at
 // avx2, avxvnni and avx512; every other block type AmxInt8 at amx, at the VNNI levels Vnni for
 // q4_1, q5_0, q5_1, iq4_nl and iq4_xs and Int8Maddubs for the k-quants, Int8Maddubs below them. A
-// weight repacked at load (`packed`): every block type Vnni at the VNNI levels; q8_0, q4_0, q4_k and
-// q6_k Int8Maddubs at avx2 and Vnni at avxvnni. std::nullopt at "scalar", for an unknown level and for
+// weight repacked at load (`packed`): every block type Vnni at the VNNI levels; q8_0, q4_0, q4_k, q5_k
+// and q6_k Int8Maddubs at avx2 and Vnni at avxvnni. std::nullopt at "scalar", for an unknown level and for
 // a type that is not a weight type.
 std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_view simd_level, bool packed = false);
 

@@ -1,4 +1,5 @@
-// The avx2 level's loops for packed weights (packed_weights.h): the float types, q8_0, q4_0, q4_k and q6_k.
+// The avx2 level's loops for packed weights (packed_weights.h): the float types, q8_0, q4_0, q4_k, q5_k
+// and q6_k.
 // Defined where avx2.cpp's level is (x86-64 with GCC or Clang), which calls it.
 #pragma once
 
@@ -9,7 +10,8 @@
 
 namespace ferry::kernels::cpu {
 
-// The packed types matmul_packed_avx2 takes (Isa::packed_types): bf16, f16, f32, q8_0, q4_0, q4_k, q6_k.
+// The packed types matmul_packed_avx2 takes (Isa::packed_types): bf16, f16, f32, q8_0, q4_0, q4_k, q5_k,
+// q6_k.
 bool avx2_packed_type(DType type);
 
 // Isa::matmul_packed for those types, each output's operations those of isa.h's contract, so

@@ -1,9 +1,9 @@
-// Packed q8_0, q4_0, q4_k and q6_k (packed_weights.h) on 256-bit vectors, written once over B, for the
+// Packed q8_0, q4_0, q4_k, q5_k and q6_k (packed_weights.h) on 256-bit vectors, written once over B, for the
 // avx2 level (vpmaddubsw: avx2_packed.cpp) and avxvnni (vpdpbusd: avx_vnni.cpp); include inside the
 // file's target region, after <cstdint>, <cstring>, packed_weights.h and x86_intrinsics.h. A
 // group's 16 rows are two vectors (rows 0-7 and 8-15), x in rows, each output's operations those
-// of isa.h's contract, so every level gives the same bits: q4_k and q6_k as k4_tile and q6_tile say; q8_0 and q4_0
-// (against a.xq) per block the exact integer dot product, then acc = fma(f32(dot), weight scale
+// of isa.h's contract, so every level gives the same bits: q4_k, q5_k and q6_k as k4_tile and q6_tile say; q8_0 and
+// q4_0 (against a.xq) per block the exact integer dot product, then acc = fma(f32(dot), weight scale
 // * x scale, acc) in increasing k, then acc + bias:
 //   B::kVnni false (AVX2: no byte dot product into int32), per 4-byte unit of the rows vpmaddubsw
 //     (unsigned by signed bytes, pairs summed into int16, saturating), then:
@@ -178,16 +178,21 @@ inline void k4_factors_256(const uint8_t* section, K4Factors256& f) {
   }
 }
 
-// Packed q4_k against x rounded to q8_K: G groups of 16 weight rows against MR rows of x from m0,
-// x in rows. Per sub-block j and row, the exact integer dot product (w_j . x_j) of its nibbles
-// (even j the low ones, odd j the high ones shifted down) against x: without VNNI by vpmaddubsw,
-// pairs at most 2 * 15 * 127 summed in int16 over the sub-block's 8 units (at most 30480), then
-// times sc_j by vpmaddwd; with it by vpdpbusd, then times sc_j by vpmulld. Per super-block the exact
-// int32 sums sum_j sc_j * (w_j . x_j) and sum_j m_j * (x's sum over sub-block j) (vpmaddwd), then
-// packed_q4_k.h add_super_block's two f32 steps: the operations of avx512_dot.cpp's loops and
-// amx.cpp's tiles, so the same bits.
-template <class B, int MR, int G>
+// Packed q4_k or q5_k against x rounded to q8_K: G groups of 16 weight rows against MR rows of x
+// from m0, x in rows. Per sub-block j and row, the exact integer dot product (w_j . x_j) of its
+// nibbles (even j the low ones, odd j the high ones shifted down; q5_k's fifth bits, bit j of its qh
+// unit's bytes, put in above them) against x: without VNNI by vpmaddubsw, pairs at most 2 * 15 * 127
+// (q5_k 2 * 31 * 127) summed in int16 over kWidenUnits units (q4_k the sub-block's 8, at most 30480;
+// q5_k 4, at most 31496), then times sc_j by vpmaddwd; with it by vpdpbusd, then times sc_j by
+// vpmulld. Per super-block the exact int32 sums sum_j sc_j * (w_j . x_j) and sum_j m_j * (x's sum
+// over sub-block j) (vpmaddwd), then packed_q4_k.h add_super_block's two f32 steps: the operations
+// of avx512_dot.cpp's loops and amx.cpp's tiles, so the same bits.
+template <class B, DType T, int MR, int G>
 void k4_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+  static_assert(T == DType::Q4_K || T == DType::Q5_K, "q4_k's factors");
+  constexpr int64_t kSection = T == DType::Q5_K ? kPackedQ5KSection : kPackedQ4KSection;
+  constexpr int64_t kQuants = T == DType::Q5_K ? kPackedQ5KQuants : kPackedQ4KQuants;
+  constexpr int kWidenUnits = T == DType::Q5_K ? 4 : 8;
   const int64_t supers = a.K / kQK_K;
   const __m256i low4 = _mm256_set1_epi8(15);
   // The f32 sums and each super-block's int32 ones in memory: the registers hold a sub-block's.
@@ -203,7 +208,7 @@ void k4_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
     const uint8_t* section[G];
     K4Factors256 f[G];
     for (int g = 0; g < G; ++g) {
-      section[g] = group[g] + s * kPackedQ4KSection;
+      section[g] = group[g] + s * kSection;
       k4_factors_256<B>(section[g], f[g]);
     }
     alignas(32) int32_t sum[G][MR][16] = {};
@@ -213,7 +218,10 @@ void k4_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
     auto sub_block = [&](int p, auto odd) {
       constexpr int kOdd = decltype(odd)::value;
       const int j = 2 * p + kOdd;
+      // Without VNNI: the int16 pair sums of the current kWidenUnits units, and (q5_k) the int32
+      // scaled sums of those before.
       __m256i dot[G][MR][2];
+      [[maybe_unused]] __m256i widened[G][MR][2];
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g) {
 #pragma GCC unroll 8
@@ -223,14 +231,22 @@ void k4_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
       for (int c = 0; c < 8; ++c) {
 #pragma GCC unroll 4
         for (int g = 0; g < G; ++g) {
-          const uint8_t* unit = section[g] + kPackedQ4KQuants + (8 * p + c) * 64;
+          const uint8_t* unit = section[g] + kQuants + (8 * p + c) * 64;
           if (G > 1 && a.prefetch && kOdd == 0) {
             _mm_prefetch(reinterpret_cast<const char*>(unit + kDecodePrefetchBytes), _MM_HINT_T0);
           }
 #pragma GCC unroll 2
           for (int v = 0; v < 2; ++v) {
             const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit + v * 32));
-            const __m256i values = _mm256_and_si256(kOdd == 0 ? w : _mm256_srli_epi16(w, 4), low4);
+            __m256i values = _mm256_and_si256(kOdd == 0 ? w : _mm256_srli_epi16(w, 4), low4);
+            if constexpr (T == DType::Q5_K) {
+              // Bit j of each qh byte to bit 4 (16-bit shifts of at most 4: the bit stays in its byte).
+              const __m256i h =
+                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(section[g] + kPackedQ5KHigh + c * 64 + v * 32));
+              const __m256i fifth = j <= 4 ? _mm256_sll_epi16(h, _mm_cvtsi32_si128(4 - j))
+                                           : _mm256_srl_epi16(h, _mm_cvtsi32_si128(j - 4));
+              values = _mm256_or_si256(values, _mm256_and_si256(fifth, _mm256_set1_epi8(0x10)));
+            }
 #pragma GCC unroll 8
             for (int m = 0; m < MR; ++m) {
               const __m256i xb = broadcast4(x[m] + 32 * j + 4 * c);
@@ -239,6 +255,10 @@ void k4_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
               } else {
                 dot[g][m][v] = _mm256_add_epi16(dot[g][m][v], _mm256_maddubs_epi16(values, xb));
                 keep_order(dot[g][m][v]);
+                if (kWidenUnits < 8 && c == kWidenUnits - 1) {
+                  widened[g][m][v] = _mm256_madd_epi16(dot[g][m][v], f[g].sc[j][v]);
+                  dot[g][m][v] = _mm256_setzero_si256();
+                }
               }
             }
           }
@@ -250,8 +270,13 @@ void k4_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
         for (int m = 0; m < MR; ++m) {
 #pragma GCC unroll 2
           for (int v = 0; v < 2; ++v) {
-            const __m256i scaled = B::kVnni ? _mm256_mullo_epi32(dot[g][m][v], f[g].sc[j][v])
-                                            : _mm256_madd_epi16(dot[g][m][v], f[g].sc[j][v]);
+            __m256i scaled;
+            if constexpr (B::kVnni) {
+              scaled = _mm256_mullo_epi32(dot[g][m][v], f[g].sc[j][v]);
+            } else {
+              scaled = _mm256_madd_epi16(dot[g][m][v], f[g].sc[j][v]);
+              if constexpr (kWidenUnits < 8) scaled = _mm256_add_epi32(widened[g][m][v], scaled);
+            }
             int32_t* out = sum[g][m] + 8 * v;
             _mm256_store_si256(reinterpret_cast<__m256i*>(out),
                                _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(out)), scaled));
@@ -267,9 +292,8 @@ void k4_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
     // The section's factors ahead too: the stream's first lines, which the units' prefetches skip.
     if (G > 1 && a.prefetch) {
       for (int g = 0; g < G; ++g) {
-        for (int64_t off = 0; off < kPackedQ4KQuants; off += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(section[g] + kPackedQ4KSection + off + kDecodePrefetchBytes),
-                       _MM_HINT_T0);
+        for (int64_t off = 0; off < kQuants; off += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(section[g] + kSection + off + kDecodePrefetchBytes), _MM_HINT_T0);
         }
       }
     }
@@ -474,11 +498,11 @@ void q6_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
 // One row of x (decode): kStreams groups at once from kStreams equal parts of the range, as many
 // sequential streams in flight, then the rest one group at a time. Batches: tiles of kTileRows
 // rows against each group, the rows' rest in a smaller tile.
-// The tile of T (q8_0, q4_0: block_tile; q4_k: k4_tile; q6_k: q6_tile).
+// The tile of T (q8_0, q4_0: block_tile; q4_k, q5_k: k4_tile; q6_k: q6_tile).
 template <class B, DType T, int MR, int G>
 inline void tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
-  if constexpr (T == DType::Q4_K) {
-    k4_tile<B, MR, G>(a, m0, group, n0);
+  if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    k4_tile<B, T, MR, G>(a, m0, group, n0);
   } else if constexpr (T == DType::Q6_K) {
     q6_tile<B, MR, G>(a, m0, group, n0);
   } else {

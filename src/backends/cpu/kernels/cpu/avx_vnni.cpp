@@ -1,4 +1,4 @@
-// The avxvnni level: avx2's table, with packed q8_0, q4_0, q4_k and q6_k summed by the VEX-encoded vpdpbusd
+// The avxvnni level: avx2's table, with packed q8_0, q4_0, q4_k, q5_k and q6_k summed by the VEX-encoded vpdpbusd
 // (AVX-VNNI: Alder Lake and later Intel cores, Zen 5) in avx2_packed_blocks.h's loops, one
 // instruction where avx2 takes vpmaddubsw and its sums. Everything else is the avx2 level's.
 #include <cstdint>
@@ -36,6 +36,7 @@ void matmul_packed_avx_vnni(const MatmulArgs& a, int64_t n_begin, int64_t n_end)
   if (a.w_type == DType::Q8_0) return packed_blocks<BlocksAvxVnni, DType::Q8_0>(a, n_begin, n_end);
   if (a.w_type == DType::Q4_0) return packed_blocks<BlocksAvxVnni, DType::Q4_0>(a, n_begin, n_end);
   if (a.w_type == DType::Q4_K) return packed_blocks<BlocksAvxVnni, DType::Q4_K>(a, n_begin, n_end);
+  if (a.w_type == DType::Q5_K) return packed_blocks<BlocksAvxVnni, DType::Q5_K>(a, n_begin, n_end);
   if (a.w_type == DType::Q6_K) return packed_blocks<BlocksAvxVnni, DType::Q6_K>(a, n_begin, n_end);
   matmul_packed_avx2(a, n_begin, n_end);
 }

@@ -171,7 +171,7 @@ struct Isa {
   // batch.
   bool (*repacks)(DType type) = nullptr;
   // The packable types matmul_packed takes (nullptr: every one); matmul.cpp unpacks the others'
-  // rows for `matmul` (avx2, avxvnni: the float types, q8_0, q4_0, q4_k and q6_k; avx512: the float
+  // rows for `matmul` (avx2, avxvnni: the float types, q8_0, q4_0, q4_k, q5_k and q6_k; avx512: the float
   // types). Levels made from a copy of another's table set it too.
   bool (*packed_types)(DType type) = nullptr;
 };
@@ -179,7 +179,7 @@ struct Isa {
 const Isa& scalar_isa();
 // nullptr when this build has no such path. Whether the CPU can run it is simd.cpp's question.
 const Isa* avx2_isa();
-// avx2 plus AVX-VNNI: packed q8_0, q4_0, q4_k and q6_k by the 256-bit vpdpbusd (avx_vnni.cpp).
+// avx2 plus AVX-VNNI: packed q8_0, q4_0, q4_k, q5_k and q6_k by the 256-bit vpdpbusd (avx_vnni.cpp).
 const Isa* avx_vnni_isa();
 const Isa* avx512_isa();
 // AVX-512 with VNNI (the blocks of 32 and iq4_xs's chunks by vpdpbusd, the k-quants' scale
