@@ -40,6 +40,38 @@ inline void keep_order(__m256i& v) {
   __asm__("" : "+x"(v));
 }
 
+// out[0..8) += v: a tile's int32 sums kept in memory.
+inline void add_to_sums(int32_t* out, __m256i v) {
+  auto* p = reinterpret_cast<__m256i*>(out);
+  _mm256_store_si256(p, _mm256_add_epi32(_mm256_load_si256(p), v));
+}
+
+// y = acc + bias for the tile's G groups by MR rows ([g][m]: the group's 16 outputs).
+template <int MR, int G>
+inline void store_outputs(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], const float (&acc)[G][MR][16]) {
+  for (int g = 0; g < G; ++g) {
+    for (int v = 0; v < 2; ++v) {
+      const __m256 bias = a.bias != nullptr ? _mm256_loadu_ps(a.bias + n0[g] + 8 * v) : _mm256_setzero_ps();
+      for (int m = 0; m < MR; ++m) {
+        _mm256_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g] + 8 * v,
+                         _mm256_add_ps(_mm256_load_ps(acc[g][m] + 8 * v), bias));
+      }
+    }
+  }
+}
+
+// Decode's prefetch of the next section's first `bytes` (its d and scales), which the units' own
+// prefetches skip.
+template <int G>
+inline void prefetch_next_factors(const MatmulArgs& a, const uint8_t* const (&section)[G], int64_t section_bytes,
+                                  int64_t bytes) {
+  if (G < 2 || !a.prefetch) return;
+  for (int g = 0; g < G; ++g) {
+    for (int64_t off = 0; off < bytes; off += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(section[g] + section_bytes + off + kDecodePrefetchBytes), _MM_HINT_T0);
+  }
+}
+
 // G groups of 16 weight rows (group[g], outputs from n0[g]) against MR rows of x from m0, x in rows.
 template <class B, DType T, int MR, int G>
 void block_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
@@ -49,7 +81,7 @@ void block_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G
   const __m256i low4 = _mm256_set1_epi8(15);
   const __m256i bytes128 = _mm256_set1_epi8(static_cast<char>(0x80));
   // The f32 sums, in memory: the registers hold the block's integer ones.
-  alignas(32) float acc[MR][G][16] = {};
+  alignas(32) float acc[G][MR][16] = {};
   const int8_t* x = a.xq + m0 * a.K;
   [[maybe_unused]] const uint8_t* x_unsigned = B::kVnni && T == DType::Q8_0 ? a.xq_unsigned + m0 * a.K : nullptr;
   for (int64_t b = 0; b < blocks; ++b) {
@@ -116,22 +148,14 @@ void block_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G
           } else if constexpr (B::kVnni) {
             sum = _mm256_sub_epi32(sum, w_offset[v]);
           }
-          float* out = acc[m][g] + 8 * v;
+          float* out = acc[g][m] + 8 * v;
           _mm256_store_ps(
               out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(w_scale[v], x_scale), _mm256_load_ps(out)));
         }
       }
     }
   }
-  for (int g = 0; g < G; ++g) {
-    for (int v = 0; v < 2; ++v) {
-      const __m256 bias = a.bias != nullptr ? _mm256_loadu_ps(a.bias + n0[g] + 8 * v) : _mm256_setzero_ps();
-      for (int m = 0; m < MR; ++m) {
-        _mm256_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g] + 8 * v,
-                         _mm256_add_ps(_mm256_load_ps(acc[m][g] + 8 * v), bias));
-      }
-    }
-  }
+  store_outputs(a, m0, n0, acc);
 }
 
 // A compile-time index (a sub-block's parity, low or high nibbles; a pair's or a quad's sub-block).
@@ -289,9 +313,7 @@ void k4_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
               scaled = _mm256_madd_epi16(dot[g][m][v], f[g].sc[j][v]);
               if constexpr (kWidenUnits < 8) scaled = _mm256_add_epi32(widened[g][m][v], scaled);
             }
-            int32_t* out = sum[g][m] + 8 * v;
-            _mm256_store_si256(reinterpret_cast<__m256i*>(out),
-                               _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(out)), scaled));
+            add_to_sums(sum[g][m] + 8 * v, scaled);
           }
         }
       }
@@ -314,14 +336,7 @@ void k4_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
         sub_block(p, Constant<1>{});
       }
     }
-    // The section's factors ahead too: the stream's first lines, which the units' prefetches skip.
-    if (G > 1 && a.prefetch) {
-      for (int g = 0; g < G; ++g) {
-        for (int64_t off = 0; off < kQuants; off += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(section[g] + kSection + off + kDecodePrefetchBytes), _MM_HINT_T0);
-        }
-      }
-    }
+    prefetch_next_factors(a, section, kSection, kQuants);
     for (int g = 0; g < G; ++g) {
       for (int v = 0; v < 2; ++v) {
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(section[g] + 16 * v)));
@@ -343,15 +358,7 @@ void k4_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
       }
     }
   }
-  for (int g = 0; g < G; ++g) {
-    for (int v = 0; v < 2; ++v) {
-      const __m256 bias = a.bias != nullptr ? _mm256_loadu_ps(a.bias + n0[g] + 8 * v) : _mm256_setzero_ps();
-      for (int m = 0; m < MR; ++m) {
-        _mm256_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g] + 8 * v,
-                         _mm256_add_ps(_mm256_load_ps(acc[g][m] + 8 * v), bias));
-      }
-    }
-  }
+  store_outputs(a, m0, n0, acc);
 }
 
 // Sub-block t's 6-bit values (q + 32) of half v (rows 8v..8v + 7) of a packed q6_k unit, its three
@@ -474,9 +481,7 @@ void q6_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
 #pragma GCC unroll 2
           for (int v = 0; v < 2; ++v) {
             const __m256i scaled = B::kVnni ? _mm256_mullo_epi32(dot[g][m][v], sc[g][v]) : dot[g][m][v];
-            int32_t* out = sum[g][m] + 8 * v;
-            _mm256_store_si256(reinterpret_cast<__m256i*>(out),
-                               _mm256_add_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(out)), scaled));
+            add_to_sums(sum[g][m] + 8 * v, scaled);
           }
         }
       }
@@ -488,15 +493,7 @@ void q6_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
       sub_block(q, Constant<2>{});
       sub_block(q, Constant<3>{});
     }
-    // The next section's d and scale planes ahead too: the units' prefetches skip them.
-    if (G > 1 && a.prefetch) {
-      for (int g = 0; g < G; ++g) {
-        for (int64_t off = 0; off < kPackedQ6KQuants; off += 64) {
-          _mm_prefetch(reinterpret_cast<const char*>(section[g] + kPackedQ6KSection + off + kDecodePrefetchBytes),
-                       _MM_HINT_T0);
-        }
-      }
-    }
+    prefetch_next_factors(a, section, kPackedQ6KSection, kPackedQ6KQuants);
     for (int g = 0; g < G; ++g) {
       for (int v = 0; v < 2; ++v) {
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(section[g] + 16 * v)));
@@ -509,15 +506,7 @@ void q6_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
       }
     }
   }
-  for (int g = 0; g < G; ++g) {
-    for (int v = 0; v < 2; ++v) {
-      const __m256 bias = a.bias != nullptr ? _mm256_loadu_ps(a.bias + n0[g] + 8 * v) : _mm256_setzero_ps();
-      for (int m = 0; m < MR; ++m) {
-        _mm256_storeu_ps(a.y + (m0 + m) * a.y_stride + n0[g] + 8 * v,
-                         _mm256_add_ps(_mm256_load_ps(acc[g][m] + 8 * v), bias));
-      }
-    }
-  }
+  store_outputs(a, m0, n0, acc);
 }
 
 // One row of x (decode): kStreams groups at once from kStreams equal parts of the range, as many
