@@ -1309,9 +1309,9 @@ inline __m512i q6_k_values(const uint8_t* unit) {
 
 // Packed q6_k (packed_weights.h) against x rounded to q8_K, the 16 rows of a group in the 16
 // lanes. Per sub-block j of 16 (a quad's e_t of its 4 units), each row's exact integer dot product
-// of the 6-bit values q + 32 (unsigned) with x by 4 vpdpbusd, times the row's scale sc_j
-// (vpmulld), summed over the super-block from -32 * sum_j sc_j * (x's sum over sub-block j, q8_K's
-// bsum: 8 vpdpwssd) into an exact int32 (|terms| < 2^29); then y = fma(f32(sum), d * x's scale, y),
+// of the signed quants with x: 4 vpdpbusd of the 6-bit values q + 32 (unsigned) with x, started
+// from -32 * (x's sum over sub-block j, q8_K's bsum); times the row's scale sc_j (vpmulld), summed
+// over the super-block into an exact int32 (|terms| < 2^25); then y = fma(f32(sum), d * x's scale, y),
 // super-block after super-block, y's rows the accumulators (the registers hold the chains and sums
 // of eight rows of x), and the bias added at the end.
 template <int MR, int G>
@@ -1330,25 +1330,17 @@ void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
         for (int64_t off = 0; off < kPackedQ6KQuants; off += 64)
           _mm_prefetch(reinterpret_cast<const char*>(section[g] + off + kDecodePrefetchBytes), _MM_HINT_T0);
       }
-      // The scales of sub-blocks 2p and 2p + 1 (planes t = p % 4 of quads 2n and 2n + 1, n = p / 4)
-      // as int16 pairs in each row's lane, against x's bsum pairs.
-      __m512i pairs[8];
-      for (int p = 0; p < 8; ++p) {
-        const uint8_t* even = section[g] + kPackedQ6KScales + 64 * (2 * (p / 4)) + 16 * (p % 4);
-        const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even));
-        const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even + 64));
-        pairs[p] = _mm512_cvtepi8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi)));
-      }
-      for (int m = 0; m < MR; ++m) {
-        const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
-        __m512i corr = _mm512_setzero_si512();
-        for (int p = 0; p < 8; ++p) {
-          int32_t both;
-          std::memcpy(&both, bsum + 2 * p, 4);
-          corr = _mm512_dpwssd_epi32(corr, pairs[p], _mm512_set1_epi32(both));
-        }
-        sum[g][m] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(corr, 5));
-      }
+      for (int m = 0; m < MR; ++m) sum[g][m] = _mm512_setzero_si512();
+    }
+    // Each row's -32 * (x's sum over sub-block j), [m][j]: where sub-block j's chains start, so
+    // they sum the signed quants' products (broadcast from memory, a load: the 8 vpdpwssd per row
+    // and super-block of a correction on the scales took 0.09 of the loop's operations).
+    alignas(64) int32_t start[MR][16];
+    for (int m = 0; m < MR; ++m) {
+      const __m256i bsum =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16));
+      _mm512_store_si512(start[m],
+                         _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_cvtepi16_epi32(bsum), 5)));
     }
     // A sub-block's dot products (chains of 4 vpdpbusd, [g][m]) times its scales, into the sums.
     auto add_scaled = [&](auto Q, auto T, const __m512i(&dot)[G][MR]) {
@@ -1371,9 +1363,9 @@ void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
       constexpr int kQ = decltype(Q)::value;
       if constexpr (G > 1) {
         __m512i dot[4][G][MR];
-        for (auto& t : dot) {
-          for (auto& g : t) {
-            for (auto& m : g) m = _mm512_setzero_si512();
+        for (int t = 0; t < 4; ++t) {
+          for (int g = 0; g < G; ++g) {
+            for (int m = 0; m < MR; ++m) dot[t][g][m] = _mm512_set1_epi32(start[m][8 * (kQ / 2) + 2 * t + kQ % 2]);
           }
         }
         for (int i = 0; i < 4; ++i) {
@@ -1406,7 +1398,11 @@ void packed_q6_k_rows(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gr
         auto sub_block_pair = [&](auto P) {
           constexpr int kT0 = 2 * decltype(P)::value, kT1 = kT0 + 1;
           __m512i dot[2][MR];
-          for (int m = 0; m < MR; ++m) dot[0][m] = dot[1][m] = _mm512_setzero_si512();
+          const int j0 = 8 * (q / 2) + 2 * kT0 + q % 2;  // kT1's: j0 + 2
+          for (int m = 0; m < MR; ++m) {
+            dot[0][m] = _mm512_set1_epi32(start[m][j0]);
+            dot[1][m] = _mm512_set1_epi32(start[m][j0 + 2]);
+          }
           for (int i = 0; i < 4; ++i) {
             const __m512i e0 = q6_k_values<kT0>(unit_at(0, q, i));
             const __m512i e1 = q6_k_values<kT1>(unit_at(0, q, i));
