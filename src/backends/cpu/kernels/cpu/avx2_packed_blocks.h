@@ -413,7 +413,9 @@ void q6_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
         __m256i pairs[8];
         for (int p = 0; p < 8; ++p) {
           const uint8_t* even = planes + 64 * (2 * (p / 4)) + 16 * (p % 4);
-          pairs[p] = int16_pair(q6_k_scales_256(even, v), q6_k_scales_256(even + 64, v));
+          const __m128i low = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(even + 8 * v));
+          const __m128i high = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(even + 64 + 8 * v));
+          pairs[p] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(low, high));  // row r's two in 32-bit lane r
         }
         for (int m = 0; m < MR; ++m) {
           const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
