@@ -389,12 +389,12 @@ inline __m256i int16_pair(__m256i low, __m256i high) {
 
 // Packed q6_k against x rounded to q8_K: G groups of 16 weight rows against MR rows of x from m0,
 // x in rows. Per super-block and row the exact int32 sum_j sc_j * (w_j . x_j) of its 16 sub-blocks,
-// w the signed 6-bit quants: started from -32 sum_j sc_j * (x's sum over sub-block j) (vpmaddwd on
-// scale pairs and q8_K's bsum pairs), then per sub-block the dot product of the stored values
-// (q + 32, unsigned) with x, without VNNI by vpmaddubsw (pairs at most 2 * 63 * 127: two units'
-// pairs summed in int16, at most 32004, then times sc_j by vpmaddwd), with it by vpdpbusd (then
-// times sc_j by vpmulld); then y = fma(f32(sum), d * x's scale, y) from 0, and y + bias at the end:
-// avx512_dot.cpp's packed_q6_k_rows, so every level gives the same bits.
+// w the signed 6-bit quants: per sub-block the dot product of the stored values (q + 32, unsigned)
+// with x, without VNNI by vpmaddubsw (pairs at most 2 * 63 * 127: two units' pairs summed in int16,
+// at most 32004, then times sc_j by vpmaddwd; the sums started from -32 sum_j sc_j * (x's sum over
+// sub-block j), vpmaddwd on scale pairs and q8_K's bsum pairs), with it by vpdpbusd from -32 * (x's
+// sum over the sub-block), then times sc_j by vpmulld; then y = fma(f32(sum), d * x's scale, y) from 0, and y + bias at
+// the end: avx512_dot.cpp's packed_q6_k_rows, so every level gives the same bits.
 template <class B, int MR, int G>
 void q6_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   const int64_t supers = a.K / kQK_K;
@@ -405,25 +405,44 @@ void q6_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
     for (int m = 0; m < MR; ++m) x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
     const uint8_t* section[G];
     alignas(32) int32_t sum[G][MR][16];
+    // With VNNI each sub-block's chains start from -32 * (x's sum over it), [m][j] (a broadcast
+    // load), so they sum the signed quants' products and the sums start from 0; without, the
+    // int16 pair sums have no room for it and the sums start from the correction.
+    [[maybe_unused]] alignas(32) int32_t start[MR][16];
+    if constexpr (B::kVnni) {
+      for (int m = 0; m < MR; ++m) {
+        const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
+        for (int half = 0; half < 2; ++half) {
+          const __m256i sums =
+              _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bsum + 8 * half)));
+          _mm256_store_si256(reinterpret_cast<__m256i*>(start[m] + 8 * half),
+                             _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(sums, 5)));
+        }
+      }
+    }
     for (int g = 0; g < G; ++g) {
       section[g] = group[g] + s * kPackedQ6KSection;
-      const uint8_t* planes = section[g] + kPackedQ6KScales;
-      for (int v = 0; v < 2; ++v) {
-        // Sub-blocks 2p and 2p + 1: plane p % 4 of quads 2 (p / 4) and 2 (p / 4) + 1.
-        __m256i pairs[8];
-        for (int p = 0; p < 8; ++p) {
-          const uint8_t* even = planes + 64 * (2 * (p / 4)) + 16 * (p % 4);
-          const __m128i low = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(even + 8 * v));
-          const __m128i high = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(even + 64 + 8 * v));
-          pairs[p] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(low, high));  // row r's two in 32-bit lane r
-        }
-        for (int m = 0; m < MR; ++m) {
-          const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
-          __m256i corr = _mm256_setzero_si256();
-          for (int p = 0; p < 8; ++p)
-            corr = _mm256_add_epi32(corr, _mm256_madd_epi16(pairs[p], broadcast4(bsum + 2 * p)));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(sum[g][m] + 8 * v),
-                             _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5)));
+      if constexpr (B::kVnni) {
+        for (int m = 0; m < MR; ++m) std::memset(sum[g][m], 0, sizeof(sum[g][m]));
+      } else {
+        const uint8_t* planes = section[g] + kPackedQ6KScales;
+        for (int v = 0; v < 2; ++v) {
+          // Sub-blocks 2p and 2p + 1: plane p % 4 of quads 2 (p / 4) and 2 (p / 4) + 1.
+          __m256i pairs[8];
+          for (int p = 0; p < 8; ++p) {
+            const uint8_t* even = planes + 64 * (2 * (p / 4)) + 16 * (p % 4);
+            const __m128i low = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(even + 8 * v));
+            const __m128i high = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(even + 64 + 8 * v));
+            pairs[p] = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(low, high));  // row r's two in 32-bit lane r
+          }
+          for (int m = 0; m < MR; ++m) {
+            const int16_t* bsum = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
+            __m256i corr = _mm256_setzero_si256();
+            for (int p = 0; p < 8; ++p)
+              corr = _mm256_add_epi32(corr, _mm256_madd_epi16(pairs[p], broadcast4(bsum + 2 * p)));
+            _mm256_store_si256(reinterpret_cast<__m256i*>(sum[g][m] + 8 * v),
+                               _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5)));
+          }
         }
       }
     }
@@ -435,7 +454,10 @@ void q6_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g) {
 #pragma GCC unroll 8
-        for (int m = 0; m < MR; ++m) dot[g][m][0] = dot[g][m][1] = _mm256_setzero_si256();
+        for (int m = 0; m < MR; ++m) {
+          dot[g][m][0] = dot[g][m][1] =
+              B::kVnni ? _mm256_set1_epi32(start[m][8 * (q / 2) + 2 * kT + q % 2]) : _mm256_setzero_si256();
+        }
       }
       __m256i sc[G][2];
 #pragma GCC unroll 4
