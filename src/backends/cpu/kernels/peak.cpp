@@ -37,8 +37,8 @@ struct Level {
   bool vnni;  // q8_0, q4_0, the other blocks of 32 and iq4_xs use vpdpbusd
   bool bf16;  // bf16 weights use vdpbf16ps
   bool amx;   // prefill of bf16 and every block type uses AMX tiles
-  bool packed_vnni =
-      false;  // q8_0, q4_0 and the k-quants but q2_k, q3_k use vpdpbusd repacked, the rest as the level below
+  // q8_0, q4_0, q4_k, q5_k and q6_k use vpdpbusd repacked, the rest as the level below
+  bool packed_vnni = false;
 };
 constexpr Level kLevels[] = {
     {"scalar", 0, false, false, false},
