@@ -218,8 +218,8 @@ bool level_has_packed_kernels(DType dtype) {
 }
 
 // The levels that repack the float types (every vector level), q8_0 / q4_0 / q4_k / q5_k / q6_k (avx2's
-// and avxvnni's packed loops, the AVX-512 dot levels', amx's: q5_k and q6_k amx keeps as stored) and every other block
-// type (the AVX-512 dot levels and amx, which keeps some as stored).
+// packed loops, which avxvnni and avx512 take too, the AVX-512 dot levels', amx's: q5_k and q6_k amx keeps as stored)
+// and every other block type (the AVX-512 dot levels and amx, which keeps some as stored).
 bool packs_floats(const std::string& level) {
   return level != "scalar";
 }
@@ -227,7 +227,7 @@ bool packs_blocks(const std::string& level) {
   return level == "avx512vnni" || level == "avx512bf16" || level == "amx";
 }
 bool packs_256_bit_types(const std::string& level) {
-  return packs_blocks(level) || level == "avx2" || level == "avxvnni";
+  return packs_blocks(level) || level == "avx2" || level == "avxvnni" || level == "avx512";
 }
 
 // x as the matmul against `dtype` multiplies it in q8_0 mode: rounded to q8_0, q8_K or bf16, or
@@ -354,9 +354,10 @@ TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
 }
 
 // Every quant at its largest magnitude and every scale at its largest, so the packed loops' int16
-// sums meet their bounds (avx2_packed_blocks.h: q4_0 and q4_k 30480, q5_k 31496 over 4 units, q6_k
-// 32004 over 2, q8_0 2 * 128 * 127 per pair) against x all +1, all -1 (rounded to +-127) and
-// alternating: bytes 0xFF (q8_0's quants -128, q6_k's scales 127 or -128), the f16 fields 2^-7.
+// sums meet their bounds (avx2_packed_blocks.h: q4_0, q4_1 and q4_k 30480, q5_k 31496 over 4 units,
+// q5_0 / q5_1 15748 a unit, q6_k 32004 over 2, q8_0 2 * 128 * 127 per pair, iq4 2 * 127 * 127) against x all +1,
+// all -1 (rounded to +-127) and alternating: bytes 0xFF (q8_0's quants -128, q6_k's scales 127 or -128, iq4_xs's
+// scales 31), the f16 fields 2^-7.
 Tensor extreme_weight(DType dtype, int64_t N, int64_t K) {
   Tensor w = Tensor::host(dtype, Shape{N, K}, "w");
   auto* p = static_cast<uint8_t*>(w.data());
@@ -371,8 +372,14 @@ Tensor extreme_weight(DType dtype, int64_t N, int64_t K) {
       q6->d = small;
     } else {
       std::memcpy(blk, &small, 2);
-      if (dtype == DType::Q4_K || dtype == DType::Q5_K) std::memcpy(blk + 2, &small, 2);  // dmin
+      // dmin, m
+      if (dtype == DType::Q4_K || dtype == DType::Q5_K || has_block_mins(dtype)) std::memcpy(blk + 2, &small, 2);
       if (dtype == DType::Q8_0) std::memset(blk + 2, 0x80, 32);
+      // iq4: both nibbles of a byte at one end of the table, index 0 (-127) in even rows, 15 (113, the largest
+      // + 128) in odd ones (an int16 sum wrapped by as much the other way in the row's next block would cancel).
+      const int iq4_end = b / (w.row_bytes() / block) % 2 == 0 ? 0x00 : 0xFF;
+      if (dtype == DType::IQ4_NL) std::memset(blk + 2, iq4_end, 16);
+      if (dtype == DType::IQ4_XS) std::memset(blk + 8, iq4_end, 128);
     }
   }
   return w;
@@ -383,7 +390,8 @@ TEST(PackedWeights, ExtremeQuantsStayExactAtEveryLevel) {
   Q8ActivationsGuard mode_guard;
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
   int checked = 0;
-  for (DType dtype : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType dtype : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS,
+                      DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const int64_t M = 3, N = 32, K = packable_k(dtype, 16);
     std::vector<float> xv(static_cast<size_t>(M * K));
     for (int64_t k = 0; k < K; ++k) {
@@ -580,8 +588,7 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     // packable type from avx512vnni up (amx: those without tiles by the vector loops), whatever it
     // repacks itself, since a weight may come packed by another level.
     for (DType dtype : kPackable) {
-      const bool avx2_type = dtype == DType::Q8_0 || dtype == DType::Q4_0 || dtype == DType::Q4_K ||
-                             dtype == DType::Q5_K || dtype == DType::Q6_K;
+      const bool avx2_type = !is_float_type(dtype) && dtype != DType::Q2_K && dtype != DType::Q3_K;
       const bool expected = packs_blocks(level) || (avx2_type && packs_256_bit_types(level)) ||
                             (is_float_type(dtype) && packs_floats(level));
       EXPECT_EQ(level_has_packed_kernels(dtype), expected) << level << " " << dtype_name(dtype);
@@ -592,13 +599,15 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_K, Shape{32, 256}), packs_256_bit_types(level)) << level;
     // amx keeps q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q5_k, q6_k and iq4_xs as stored: its tiles take the rows (amx.cpp
     // amx_repacks).
-    for (DType blocks_of_32 : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL})
-      EXPECT_EQ(kernels::repacks_weight(blocks_of_32, Shape{32, 64}), packs && level != "amx") << level;
-    for (DType super_blocks : {DType::Q2_K, DType::Q3_K, DType::IQ4_XS})
+    for (DType blocks_of_32 : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL}) {
+      EXPECT_EQ(kernels::repacks_weight(blocks_of_32, Shape{32, 64}), packs_256_bit_types(level) && level != "amx")
+          << level << " " << dtype_name(blocks_of_32);
+    }
+    for (DType super_blocks : {DType::Q2_K, DType::Q3_K})
       EXPECT_EQ(kernels::repacks_weight(super_blocks, Shape{32, 256}), packs && level != "amx") << level;
-    for (DType avx2_k_quant : {DType::Q5_K, DType::Q6_K}) {
-      EXPECT_EQ(kernels::repacks_weight(avx2_k_quant, Shape{32, 256}), packs_256_bit_types(level) && level != "amx")
-          << level << " " << dtype_name(avx2_k_quant);
+    for (DType avx2_super_block : {DType::IQ4_XS, DType::Q5_K, DType::Q6_K}) {
+      EXPECT_EQ(kernels::repacks_weight(avx2_super_block, Shape{32, 256}), packs_256_bit_types(level) && level != "amx")
+          << level << " " << dtype_name(avx2_super_block);
     }
     EXPECT_FALSE(kernels::repacks_weight(DType::IQ4_XS, Shape{32, 224})) << level << ": not whole super-blocks";
     EXPECT_FALSE(kernels::repacks_weight(DType::Q6_K, Shape{32, 320})) << level << ": not whole super-blocks";

@@ -37,7 +37,7 @@ struct Level {
   bool vnni;  // q8_0, q4_0, the other blocks of 32 and iq4_xs use vpdpbusd
   bool bf16;  // bf16 weights use vdpbf16ps
   bool amx;   // prefill of bf16 and every block type uses AMX tiles
-  // q8_0, q4_0, q4_k, q5_k and q6_k use vpdpbusd repacked, the rest as the level below
+  // every repacked block type but q2_k and q3_k (rows at that level) uses vpdpbusd, the rest as the level below
   bool packed_vnni = false;
 };
 constexpr Level kLevels[] = {
@@ -540,8 +540,7 @@ std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_vie
                           w_type == DType::IQ4_NL || w_type == DType::IQ4_XS)) {
         return PeakInstruction::Vnni;
       }
-      if (packed && level->packed_vnni && (w_type == DType::Q4_K || w_type == DType::Q5_K || w_type == DType::Q6_K))
-        return PeakInstruction::Vnni;
+      if (packed && level->packed_vnni && w_type != DType::Q2_K && w_type != DType::Q3_K) return PeakInstruction::Vnni;
       return PeakInstruction::Int8Maddubs;
   }
   return std::nullopt;

@@ -4,7 +4,8 @@
 //     12 accumulators, two vectors of weights and a broadcast of x in AVX2's 16 registers; bf16 5
 //     rows, its mask taking the 16th (with 6, GCC kept two sums on the stack: 0.59-0.67 of the FMA
 //     peak at 512 rows against 0.64-0.74).
-//   q8_0, q4_0, q4_k, q5_k, q6_k: avx2_packed_blocks.h's loops by vpmaddubsw.
+//   q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q4_k, q5_k, q6_k: avx2_packed_blocks.h's loops by
+//     vpmaddubsw.
 #include "backends/cpu/kernels/cpu/avx2_packed.h"
 
 #include <cstdint>
@@ -56,11 +57,31 @@ struct BlocksAvx2 {
 void matmul_packed_avx2(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   using float_packed::packed_units;
   using float_packed::UnitOp;
-  if (a.w_type == DType::Q8_0) return packed_blocks_256::packed_blocks<BlocksAvx2, DType::Q8_0>(a, n_begin, n_end);
-  if (a.w_type == DType::Q4_0) return packed_blocks_256::packed_blocks<BlocksAvx2, DType::Q4_0>(a, n_begin, n_end);
-  if (a.w_type == DType::Q4_K) return packed_blocks_256::packed_blocks<BlocksAvx2, DType::Q4_K>(a, n_begin, n_end);
-  if (a.w_type == DType::Q5_K) return packed_blocks_256::packed_blocks<BlocksAvx2, DType::Q5_K>(a, n_begin, n_end);
-  if (a.w_type == DType::Q6_K) return packed_blocks_256::packed_blocks<BlocksAvx2, DType::Q6_K>(a, n_begin, n_end);
+  using packed_blocks_256::packed_blocks;
+  switch (a.w_type) {
+    case DType::Q8_0:
+      return packed_blocks<BlocksAvx2, DType::Q8_0>(a, n_begin, n_end);
+    case DType::Q4_0:
+      return packed_blocks<BlocksAvx2, DType::Q4_0>(a, n_begin, n_end);
+    case DType::Q4_1:
+      return packed_blocks<BlocksAvx2, DType::Q4_1>(a, n_begin, n_end);
+    case DType::Q5_0:
+      return packed_blocks<BlocksAvx2, DType::Q5_0>(a, n_begin, n_end);
+    case DType::Q5_1:
+      return packed_blocks<BlocksAvx2, DType::Q5_1>(a, n_begin, n_end);
+    case DType::IQ4_NL:
+      return packed_blocks<BlocksAvx2, DType::IQ4_NL>(a, n_begin, n_end);
+    case DType::IQ4_XS:
+      return packed_blocks<BlocksAvx2, DType::IQ4_XS>(a, n_begin, n_end);
+    case DType::Q4_K:
+      return packed_blocks<BlocksAvx2, DType::Q4_K>(a, n_begin, n_end);
+    case DType::Q5_K:
+      return packed_blocks<BlocksAvx2, DType::Q5_K>(a, n_begin, n_end);
+    case DType::Q6_K:
+      return packed_blocks<BlocksAvx2, DType::Q6_K>(a, n_begin, n_end);
+    default:
+      break;
+  }
   if (a.w_type == DType::F32) return packed_units<PackedFloat256, UnitOp::F32Fma, 6, 1>(a, n_begin, n_end);
   if (a.w_type == DType::F16) return packed_units<PackedFloat256, UnitOp::F16Fma, 6, 1>(a, n_begin, n_end);
   packed_units<PackedFloat256, UnitOp::Bf16Fma, 5, 1>(a, n_begin, n_end);
@@ -78,7 +99,7 @@ void matmul_packed_avx2(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 
 namespace ferry::kernels::cpu {
 bool avx2_packed_type(DType type) {
-  return is_packed_float(type) || type == DType::Q8_0 || type == DType::Q4_0 || type == DType::Q4_K ||
+  return is_packed_float(type) || is_packed_block_of_32(type) || type == DType::IQ4_XS || type == DType::Q4_K ||
          type == DType::Q5_K || type == DType::Q6_K;
 }
 }  // namespace ferry::kernels::cpu

@@ -1,26 +1,25 @@
-// Packed q8_0, q4_0, q4_k, q5_k and q6_k (packed_weights.h) on 256-bit vectors, written once over B, for the
-// avx2 level (vpmaddubsw: avx2_packed.cpp) and avxvnni (vpdpbusd: avx_vnni.cpp); include inside the
-// file's target region, after <cstdint>, <cstring>, packed_weights.h and x86_intrinsics.h. A
-// group's 16 rows are two vectors (rows 0-7 and 8-15), x in rows, each output's operations those
-// of isa.h's contract, so every level gives the same bits: q4_k, q5_k and q6_k as k4_tile and q6_tile say; q8_0 and
-// q4_0 (against a.xq) per block the exact integer dot product, then acc = fma(f32(dot), weight scale
-// * x scale, acc) in increasing k, then acc + bias:
+// Packed weights (packed_weights.h) on 256-bit vectors, written once over B, for the avx2 level
+// (vpmaddubsw: avx2_packed.cpp, which avx512 takes too) and avxvnni (vpdpbusd: avx_vnni.cpp): the
+// blocks of 32 (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl) and iq4_xs by block_tile, q4_k and q5_k by
+// k4_tile, q6_k by q6_tile; include inside the file's target region, after <cstdint>, <cstring>,
+// packed_weights.h and x86_intrinsics.h. A group's 16 rows are two vectors (rows 0-7 and 8-15), x
+// in rows, each output's operations those of isa.h's contract, so every level gives the same bits:
+// per block (sub-block, super-block) the exact integer dot product, then the f32 steps the tiles
+// below say, in increasing k, then acc + bias. The integer products:
 //   B::kVnni false (AVX2: no byte dot product into int32), per 4-byte unit of the rows vpmaddubsw
-//     (unsigned by signed bytes, pairs summed into int16, saturating), then:
-//       q8_0: |w| against x with w's signs moved onto it (vpsignb): pairs at most 2 * 128 * 127, no
-//             saturation; widened to int32 by vpmaddwd against ones each unit, as a block's 8 units
-//             could reach 2^18;
-//       q4_0: the stored nibbles (q + 8) against x: pairs at most 2 * 15 * 127, so a block's 8 pair
-//             sums stay in int16 (at most 30480) and are widened once per block.
-//   B::kVnni true (B::dot: vpdpbusd, unsigned by signed bytes summed in fours into int32):
-//       q8_0: x + 128 (a.xq_unsigned) against the signed weights, less 128 * (each row's block sum:
-//             vpdpbusd of 128s against the weights, once per unit for every row of x);
-//       q4_0: the stored nibbles against x.
-//   q4_0 either way started from -8 * (x's block sum, a.xq_block_sum).
+//     (unsigned by signed bytes, pairs summed into int16, saturating), so each type's values and
+//     sums are kept within int16's range (the bounds are the tiles'); q8_0 by |w| against x with
+//     w's signs moved onto it (vpsignb), pairs at most 2 * 128 * 127, widened to int32 by vpmaddwd
+//     against ones each unit.
+//   B::kVnni true (B::dot: vpdpbusd, unsigned by signed bytes summed in fours into int32): q8_0 as
+//     x + 128 (a.xq_unsigned) against the signed weights, less 128 * (each row's block sum:
+//     vpdpbusd of 128s against the weights, once per unit for every row of x); the rest as their
+//     unsigned values against x.
 // Tiles of 4 rows of x by one group: the block's integer sums in registers, the f32 sums in the
 // tile's memory (L1), one fma per block, row and vector.
 #pragma once
 
+#include "backends/cpu/kernels/cpu/packed_blocks_of_32.h"
 #include "backends/cpu/kernels/cpu/packed_q4_k.h"  // x_sum_pair
 
 namespace ferry::kernels::cpu {
@@ -72,26 +71,133 @@ inline void prefetch_next_factors(const MatmulArgs& a, const uint8_t* const (&se
   }
 }
 
-// G groups of 16 weight rows (group[g], outputs from n0[g]) against MR rows of x from m0, x in rows.
+// A compile-time index (a sub-block's parity, low or high nibbles; a pair's or a quad's sub-block).
+template <int N>
+struct Constant {
+  static constexpr int value = N;
+};
+
+// f(Constant<I>{}), ..., f(Constant<N - 1>{}): a loop whose index the body needs as a constant
+// (immediate shifts).
+template <int I, int N, class F>
+inline void unroll(F& f) {
+  if constexpr (I < N) {
+    f(Constant<I>{});
+    unroll<I + 1, N>(f);
+  }
+}
+
+// v's 16-bit lanes shifted left by kBits, or right by -kBits.
+template <int kBits>
+inline __m256i shift_epi16(__m256i v) {
+  if constexpr (kBits >= 0) {
+    return _mm256_slli_epi16(v, kBits);
+  } else {
+    return _mm256_srli_epi16(v, -kBits);
+  }
+}
+
+// The iq4_nl / iq4_xs values (kIq4NlValues) in both 128-bit lanes, for vpshufb: + 128 (unsigned,
+// 1..241), as they are (signed), or their magnitudes.
+enum class Iq4Table { Shifted, Signed, Magnitudes };
+template <Iq4Table kTable>
+inline __m256i iq4_table_256() {
+  alignas(16) int8_t table[16];
+  for (int i = 0; i < 16; ++i) {
+    const int value = kIq4NlValues[i];
+    table[i] = static_cast<int8_t>(kTable == Iq4Table::Shifted  ? value ^ 0x80
+                                   : kTable == Iq4Table::Signed ? value
+                                                                : (value < 0 ? -value : value));
+  }
+  return _mm256_broadcastsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(table)));
+}
+
+// A packed iq4_xs section's chunk scales d * (ls_j - 32) of its 16 rows, [chunk j][row]: exact in
+// f32 (an f16 times a 6-bit integer), so avx512_dot.cpp's iq4_xs_chunk_scales' values. Chunk j's
+// ls: the low 4 bits from scales_l plane j / 2 (its high nibble for odd j), the top 2 from bits
+// 2 (j % 4) of scales_h plane j / 4.
+inline void iq4_xs_chunk_scales_256(const uint8_t* section, float* out) {
+  const __m256 d[2] = {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(section))),
+                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(section + 16)))};
+  auto plane = [&](int64_t at) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(section + at)); };
+  auto chunk = [&](auto J) {
+    constexpr int kJ = decltype(J)::value;
+    const __m128i l = plane(kPackedIQ4XSScalesLow + 16 * (kJ / 2));
+    const __m128i low = _mm_and_si128(kJ % 2 == 0 ? l : _mm_srli_epi16(l, 4), _mm_set1_epi8(0x0F));
+    const __m128i h = plane(kPackedIQ4XSScalesHigh + 16 * (kJ / 4));
+    const __m128i high = _mm_and_si128(_mm_srli_epi16(h, 2 * (kJ % 4)), _mm_set1_epi8(3));
+    const __m128i ls = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(high, 4)), _mm_set1_epi8(32));
+    for (int v = 0; v < 2; ++v) {
+      const __m256i lanes = _mm256_cvtepi8_epi32(v == 0 ? ls : _mm_srli_si128(ls, 8));
+      _mm256_storeu_ps(out + 16 * kJ + 8 * v, _mm256_mul_ps(_mm256_cvtepi32_ps(lanes), d[v]));
+    }
+  };
+  unroll<0, 8>(chunk);
+}
+
+// G groups of 16 weight rows (group[g], outputs from n0[g]) against MR rows of x from m0, x in
+// rows: the blocks of 32 and iq4_xs's chunks. Per block and row the exact integer dot product of
+// the weights' values and x, then acc = fma(f32(dot), weight scale * x scale, acc) (q4_1, q5_1:
+// then acc = fma(m, x's block sum s, acc)), as avx512_dot.cpp's loops, so the same bits. The dot
+// product of the nibble types: the values as unsigned bytes (q4_0's q + 8, q5_0's q + 16, the
+// fifth bits put in from the block's unit of them; q4_1's and q5_1's q; iq4's table value + 128,
+// looked up) against x, started from -offset * (x's block sum), with VNNI by vpdpbusd; without,
+// by vpmaddubsw: q4_0 and q4_1's pairs (at most 2 * 15 * 127) summed in int16 over the block and
+// widened once, q5_0 and q5_1's (2 * 31 * 127) widened each unit, and iq4's (|value| up to 241 as
+// unsigned would saturate) as q8_0's: |value| against x with the value's signs moved onto it, each
+// product widened (at most 2 * 127 * 127), from 0.
 template <class B, DType T, int MR, int G>
 void block_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   const int64_t blocks = a.K / 32;
-  constexpr int64_t kUnits = T == DType::Q8_0 ? 8 : 4;  // 64-byte units of quants per block
+  constexpr int kUnits = T == DType::Q8_0 ? 8 : 4;  // 64-byte units of quants per block
+  constexpr bool kFifth = packed_block_high_bytes(T) != 0;
+  constexpr bool kSignMoved = !B::kVnni && has_table(T);
+  // Without VNNI: the int16 sums widened once per block (q4_0, q4_1) or each unit (the rest).
+  constexpr bool kWidenPerBlock = !B::kVnni && (T == DType::Q4_0 || T == DType::Q4_1);
+  constexpr int32_t kOffset = kSignMoved ? 0 : nibble_offset(T);
   const __m256i ones16 = _mm256_set1_epi16(1);
   const __m256i low4 = _mm256_set1_epi8(15);
   const __m256i bytes128 = _mm256_set1_epi8(static_cast<char>(0x80));
+  [[maybe_unused]] const __m256i table = !has_table(T) ? _mm256_setzero_si256()
+                                         : B::kVnni    ? iq4_table_256<Iq4Table::Shifted>()
+                                                       : iq4_table_256<Iq4Table::Signed>();
+  [[maybe_unused]] const __m256i magnitudes =
+      kSignMoved ? iq4_table_256<Iq4Table::Magnitudes>() : _mm256_setzero_si256();
   // The f32 sums, in memory: the registers hold the block's integer ones.
   alignas(32) float acc[G][MR][16] = {};
+  // iq4_xs: each group's chunk scales of the current super-block
+  [[maybe_unused]] alignas(32) float chunk_scale[G][T == DType::IQ4_XS ? 8 * kPackedRows : 1];
   const int8_t* x = a.xq + m0 * a.K;
   [[maybe_unused]] const uint8_t* x_unsigned = B::kVnni && T == DType::Q8_0 ? a.xq_unsigned + m0 * a.K : nullptr;
   for (int64_t b = 0; b < blocks; ++b) {
+    if constexpr (T == DType::IQ4_XS) {
+      if (b % 8 == 0) {
+        for (int g = 0; g < G; ++g) {
+          const uint8_t* section = group[g] + b / 8 * kPackedIQ4XSSection;
+          if (G > 1 && a.prefetch) {
+            for (int64_t off = 0; off < kPackedIQ4XSQuants; off += 64)
+              _mm_prefetch(reinterpret_cast<const char*>(section + off + kDecodePrefetchBytes), _MM_HINT_T0);
+          }
+          iq4_xs_chunk_scales_256(section, chunk_scale[g]);
+        }
+      }
+    }
     for (int g = 0; g < G; ++g) {
-      const uint8_t* unit = group[g] + packed_block_quants_at(T, blocks, b);
+      const uint8_t* unit = block_units<T>(group[g], blocks, b);
+      [[maybe_unused]] __m256i fifth[2];  // q5_0, q5_1: the block's unit of fifth bits
+      if constexpr (kFifth) {
+        const uint8_t* quants = group[g] + packed_block_quants_at(T, blocks, b);
+        // The stream's line the units' prefetches below skip.
+        if (G > 1 && a.prefetch)
+          _mm_prefetch(reinterpret_cast<const char*>(quants + kDecodePrefetchBytes), _MM_HINT_T0);
+        for (int v = 0; v < 2; ++v) fifth[v] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + 32 * v));
+      }
       __m256i dot[MR][2];
 #pragma GCC unroll 8
       for (int m = 0; m < MR; ++m) dot[m][0] = dot[m][1] = _mm256_setzero_si256();
       [[maybe_unused]] __m256i w_offset[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
-      auto unit_products = [&](int64_t c) {
+      auto unit_products = [&](auto C) {
+        constexpr int c = decltype(C)::value;
         if (G > 1 && a.prefetch) {
           _mm_prefetch(reinterpret_cast<const char*>(unit + c * 64 + kDecodePrefetchBytes), _MM_HINT_T0);
         }
@@ -114,55 +220,92 @@ void block_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G
               keep_order(dot[m][v]);
             }
           } else {
-            const __m256i low = _mm256_and_si256(w, low4);
-            const __m256i high = _mm256_and_si256(_mm256_srli_epi16(w, 4), low4);
+            __m256i low = _mm256_and_si256(w, low4);
+            __m256i high = _mm256_and_si256(_mm256_srli_epi16(w, 4), low4);
+            if constexpr (kFifth) {
+              // + 16 where bit 2c (low nibble) or 2c + 1 (high) of the byte's fifth-bit unit is set:
+              // 16-bit shifts of at most 4 keep the bit in its byte.
+              const __m256i bit4 = _mm256_set1_epi8(0x10);
+              low = _mm256_or_si256(low, _mm256_and_si256(shift_epi16<4 - 2 * c>(fifth[v]), bit4));
+              high = _mm256_or_si256(high, _mm256_and_si256(shift_epi16<3 - 2 * c>(fifth[v]), bit4));
+            }
+            if constexpr (kSignMoved) {
+              const __m256i low_value = _mm256_shuffle_epi8(table, low);
+              const __m256i high_value = _mm256_shuffle_epi8(table, high);
+              const __m256i low_magnitude = _mm256_shuffle_epi8(magnitudes, low);
+              const __m256i high_magnitude = _mm256_shuffle_epi8(magnitudes, high);
 #pragma GCC unroll 8
-            for (int m = 0; m < MR; ++m) {
-              const int8_t* xb = x + m * a.K + b * 32 + c * 4;
-              if constexpr (B::kVnni) {
-                dot[m][v] = B::dot(dot[m][v], low, broadcast4(xb));
-                dot[m][v] = B::dot(dot[m][v], high, broadcast4(xb + 16));
-              } else {
-                dot[m][v] = _mm256_add_epi16(dot[m][v], _mm256_maddubs_epi16(low, broadcast4(xb)));
-                dot[m][v] = _mm256_add_epi16(dot[m][v], _mm256_maddubs_epi16(high, broadcast4(xb + 16)));
+              for (int m = 0; m < MR; ++m) {
+                const int8_t* xb = x + m * a.K + b * 32 + c * 4;
+                const __m256i low_x = _mm256_sign_epi8(broadcast4(xb), low_value);
+                const __m256i high_x = _mm256_sign_epi8(broadcast4(xb + 16), high_value);
+                dot[m][v] =
+                    _mm256_add_epi32(dot[m][v], _mm256_madd_epi16(_mm256_maddubs_epi16(low_magnitude, low_x), ones16));
+                dot[m][v] = _mm256_add_epi32(dot[m][v],
+                                             _mm256_madd_epi16(_mm256_maddubs_epi16(high_magnitude, high_x), ones16));
                 keep_order(dot[m][v]);
+              }
+            } else {
+              if constexpr (has_table(T)) {
+                low = _mm256_shuffle_epi8(table, low);
+                high = _mm256_shuffle_epi8(table, high);
+              }
+#pragma GCC unroll 8
+              for (int m = 0; m < MR; ++m) {
+                const int8_t* xb = x + m * a.K + b * 32 + c * 4;
+                if constexpr (B::kVnni) {
+                  dot[m][v] = B::dot(dot[m][v], low, broadcast4(xb));
+                  dot[m][v] = B::dot(dot[m][v], high, broadcast4(xb + 16));
+                } else if constexpr (kWidenPerBlock) {
+                  dot[m][v] = _mm256_add_epi16(dot[m][v], _mm256_maddubs_epi16(low, broadcast4(xb)));
+                  dot[m][v] = _mm256_add_epi16(dot[m][v], _mm256_maddubs_epi16(high, broadcast4(xb + 16)));
+                  keep_order(dot[m][v]);
+                } else {
+                  const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(low, broadcast4(xb)),
+                                                         _mm256_maddubs_epi16(high, broadcast4(xb + 16)));
+                  dot[m][v] = _mm256_add_epi32(dot[m][v], _mm256_madd_epi16(pairs, ones16));
+                  keep_order(dot[m][v]);
+                }
               }
             }
           }
         }
       };
-#pragma GCC unroll 8
-      for (int64_t c = 0; c < kUnits; ++c) unit_products(c);
-      const __m128i* scale_bits = reinterpret_cast<const __m128i*>(group[g] + b * 32);
-      const __m256 w_scale[2] = {_mm256_cvtph_ps(_mm_loadu_si128(scale_bits)),
-                                 _mm256_cvtph_ps(_mm_loadu_si128(scale_bits + 1))};
+      unroll<0, kUnits>(unit_products);
+      __m256 w_scale[2];
+      [[maybe_unused]] __m256 w_min[2];
+      for (int v = 0; v < 2; ++v) {
+        if constexpr (T == DType::IQ4_XS) {
+          w_scale[v] = _mm256_load_ps(chunk_scale[g] + b % 8 * kPackedRows + 8 * v);
+        } else {
+          w_scale[v] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group[g] + b * 32 + 16 * v)));
+        }
+        if constexpr (has_mins(T)) {
+          w_min[v] = _mm256_cvtph_ps(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(group[g] + blocks * 32 + b * 32 + 16 * v)));
+        }
+      }
 #pragma GCC unroll 8
       for (int m = 0; m < MR; ++m) {
-        const __m256 x_scale = _mm256_set1_ps(a.xq_scale[(m0 + m) * blocks + b]);
+        const __m256 x_scale = _mm256_set1_ps(a.xq_scale[x_scale_at(T, blocks, m0 + m, b)]);
 #pragma GCC unroll 2
         for (int v = 0; v < 2; ++v) {
           __m256i sum = dot[m][v];
-          if constexpr (T == DType::Q4_0) {
-            if constexpr (!B::kVnni) sum = _mm256_madd_epi16(sum, ones16);
-            sum = _mm256_add_epi32(_mm256_set1_epi32(-8 * a.xq_block_sum[(m0 + m) * blocks + b]), sum);
-          } else if constexpr (B::kVnni) {
-            sum = _mm256_sub_epi32(sum, w_offset[v]);
+          if constexpr (kWidenPerBlock) sum = _mm256_madd_epi16(sum, ones16);
+          if constexpr (T == DType::Q8_0 && B::kVnni) sum = _mm256_sub_epi32(sum, w_offset[v]);
+          if constexpr (kOffset != 0) {
+            sum = _mm256_add_epi32(_mm256_set1_epi32(-kOffset * x_block_sum<T>(a, blocks, m0 + m, b)), sum);
           }
           float* out = acc[g][m] + 8 * v;
-          _mm256_store_ps(
-              out, _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(w_scale[v], x_scale), _mm256_load_ps(out)));
+          __m256 r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum), _mm256_mul_ps(w_scale[v], x_scale), _mm256_load_ps(out));
+          if constexpr (has_mins(T)) r = _mm256_fmadd_ps(w_min[v], _mm256_set1_ps(a.xq_sum[(m0 + m) * blocks + b]), r);
+          _mm256_store_ps(out, r);
         }
       }
     }
   }
   store_outputs(a, m0, n0, acc);
 }
-
-// A compile-time index (a sub-block's parity, low or high nibbles; a pair's or a quad's sub-block).
-template <int N>
-struct Constant {
-  static constexpr int value = N;
-};
 
 // A packed q4_k section's factors for its 16 rows, rows 0-7 in [.][0] and 8-15 in [.][1], as int32
 // lanes (quant_blocks.h unpack_scales_k4, from the 12 scale planes): sc[j] sub-block j's 6-bit scale
@@ -536,7 +679,7 @@ void q6_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
 // One row of x (decode): kStreams groups at once from kStreams equal parts of the range, as many
 // sequential streams in flight, then the rest one group at a time. Batches: tiles of kTileRows
 // rows against each group, the rows' rest in a smaller tile.
-// The tile of T (q8_0, q4_0: block_tile; q4_k, q5_k: k4_tile; q6_k: q6_tile).
+// The tile of T (the blocks of 32 and iq4_xs: block_tile; q4_k, q5_k: k4_tile; q6_k: q6_tile).
 template <class B, DType T, int MR, int G>
 inline void tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   if constexpr (T == DType::Q4_K || T == DType::Q5_K) {

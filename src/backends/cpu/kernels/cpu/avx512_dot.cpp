@@ -15,6 +15,7 @@
 
 #include "backends/cpu/kernels/cpu/avx512_float_packed.h"
 #include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/cpu/packed_blocks_of_32.h"
 #include "backends/cpu/kernels/cpu/packed_weights.h"
 #include "backends/cpu/kernels/cpu/quant.h"
 #include "backends/cpu/kernels/cpu/quant_blocks.h"
@@ -404,43 +405,6 @@ inline __m512i broadcast4(const int8_t* p) {
 // iq4_xs: the chunk's scale d * (ls - 32), exact in f32, x's the q8_K scale of its super-block):
 // the order amx.cpp's tiles keep too (isa.h).
 
-// What the unsigned nibble bytes exceed the values by: q4_0's stored q + 8, q5_0's q + 16,
-// iq4_nl / iq4_xs's value + 128 (q4_1 and q5_1 are unsigned already; q8_0's weights are the signed
-// side).
-constexpr int32_t nibble_offset(DType t) {
-  return t == DType::IQ4_NL || t == DType::IQ4_XS ? 128 : t == DType::Q4_0 ? 8 : t == DType::Q5_0 ? 16 : 0;
-}
-constexpr bool has_table(DType t) {
-  return t == DType::IQ4_NL || t == DType::IQ4_XS;
-}
-
-// Where x's scale for block b of row m is (a.xq_scale: q8_0 / q8_1 per block, q8_K per 256).
-constexpr int64_t x_scale_at(DType t, int64_t blocks, int64_t m, int64_t b) {
-  return t == DType::IQ4_XS ? m * (blocks / 8) + b / 8 : m * blocks + b;
-}
-
-// The sum of x's quants in block b of row m: q8_K's two sums of 16 (iq4_xs), else matmul.cpp's
-// sums of 32 (a.xq_block_sum).
-template <DType T>
-inline int32_t x_block_sum(const MatmulArgs& a, int64_t blocks, int64_t m, int64_t b) {
-  if constexpr (T == DType::IQ4_XS) {
-    const int16_t* bsum = a.xq_bsum + m * blocks * 2 + b * 2;
-    return bsum[0] + bsum[1];
-  } else {
-    return a.xq_block_sum[m * blocks + b];
-  }
-}
-
-// Block b's first quant unit (after q5's unit of fifth bits) in a packed group of `blocks` blocks.
-template <DType T>
-inline const uint8_t* block_units(const uint8_t* group, int64_t blocks, int64_t b) {
-  if constexpr (T == DType::IQ4_XS) {
-    return group + b / 8 * kPackedIQ4XSSection + kPackedIQ4XSQuants + b % 8 * 4 * 64;
-  } else {
-    return group + packed_block_quants_at(T, blocks, b) + kPackedRows * packed_block_high_bytes(T);
-  }
-}
-
 // A packed iq4_xs section's 16 rows' chunk scales d * (ls_j - 32), [chunk j][row] (exact in f32:
 // an f16 times a 6-bit integer). The 8 chunks' ls as bytes in two vectors, chunk 2i's (even) and
 // 2i + 1's (odd) in 128-bit lane i: the low 4 bits from scales_l plane i's nibbles, the top 2 from
@@ -466,9 +430,6 @@ inline void iq4_xs_chunk_scales(const uint8_t* section, float* out) {
     _mm512_storeu_ps(out + 16 * kJ, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ls)), d));
   };
   blocks::unroll<0, 8>(chunk);
-}
-constexpr bool has_mins(DType t) {
-  return t == DType::Q4_1 || t == DType::Q5_1;
 }
 
 // The 64-byte quant unit c of a packed block of nibbles (w: the 16 rows' 4 bytes each) as

@@ -1,4 +1,4 @@
-// The avxvnni level: avx2's table, with packed q8_0, q4_0, q4_k, q5_k and q6_k summed by the VEX-encoded vpdpbusd
+// The avxvnni level: avx2's table, with the packed quantized types summed by the VEX-encoded vpdpbusd
 // (AVX-VNNI: Alder Lake and later Intel cores, Zen 5) in avx2_packed_blocks.h's loops, one
 // instruction where avx2 takes vpmaddubsw and its sums. Everything else is the avx2 level's.
 #include <cstdint>
@@ -33,11 +33,30 @@ struct BlocksAvxVnni {
 
 void matmul_packed_avx_vnni(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   using packed_blocks_256::packed_blocks;
-  if (a.w_type == DType::Q8_0) return packed_blocks<BlocksAvxVnni, DType::Q8_0>(a, n_begin, n_end);
-  if (a.w_type == DType::Q4_0) return packed_blocks<BlocksAvxVnni, DType::Q4_0>(a, n_begin, n_end);
-  if (a.w_type == DType::Q4_K) return packed_blocks<BlocksAvxVnni, DType::Q4_K>(a, n_begin, n_end);
-  if (a.w_type == DType::Q5_K) return packed_blocks<BlocksAvxVnni, DType::Q5_K>(a, n_begin, n_end);
-  if (a.w_type == DType::Q6_K) return packed_blocks<BlocksAvxVnni, DType::Q6_K>(a, n_begin, n_end);
+  switch (a.w_type) {
+    case DType::Q8_0:
+      return packed_blocks<BlocksAvxVnni, DType::Q8_0>(a, n_begin, n_end);
+    case DType::Q4_0:
+      return packed_blocks<BlocksAvxVnni, DType::Q4_0>(a, n_begin, n_end);
+    case DType::Q4_1:
+      return packed_blocks<BlocksAvxVnni, DType::Q4_1>(a, n_begin, n_end);
+    case DType::Q5_0:
+      return packed_blocks<BlocksAvxVnni, DType::Q5_0>(a, n_begin, n_end);
+    case DType::Q5_1:
+      return packed_blocks<BlocksAvxVnni, DType::Q5_1>(a, n_begin, n_end);
+    case DType::IQ4_NL:
+      return packed_blocks<BlocksAvxVnni, DType::IQ4_NL>(a, n_begin, n_end);
+    case DType::IQ4_XS:
+      return packed_blocks<BlocksAvxVnni, DType::IQ4_XS>(a, n_begin, n_end);
+    case DType::Q4_K:
+      return packed_blocks<BlocksAvxVnni, DType::Q4_K>(a, n_begin, n_end);
+    case DType::Q5_K:
+      return packed_blocks<BlocksAvxVnni, DType::Q5_K>(a, n_begin, n_end);
+    case DType::Q6_K:
+      return packed_blocks<BlocksAvxVnni, DType::Q6_K>(a, n_begin, n_end);
+    default:
+      break;
+  }
   matmul_packed_avx2(a, n_begin, n_end);
 }
 
