@@ -355,7 +355,8 @@ TEST(PackedWeights, MatmulMatchesReferenceAtEveryLevel) {
 
 // Every quant at its largest magnitude and every scale at its largest, so the packed loops' int16
 // sums meet their bounds (avx2_packed_blocks.h: q4_0, q4_1 and q4_k 30480, q5_k 31496 over 4 units,
-// q5_0 / q5_1 15748 a unit, q6_k 32004 over 2, q8_0 2 * 128 * 127 per pair, iq4 2 * 127 * 127) against x all +1,
+// q5_0 / q5_1 15748 a unit, q6_k 32004 over 2, q8_0 2 * 128 * 127 per pair, iq4 2 * 127 * 127, q3_k 7112 over
+// a sub-block of 16) against x all +1,
 // all -1 (rounded to +-127) and alternating: bytes 0xFF (q8_0's quants -128, q6_k's scales 127 or -128, iq4_xs's
 // scales 31), the f16 fields 2^-7.
 Tensor extreme_weight(DType dtype, int64_t N, int64_t K) {
@@ -370,6 +371,11 @@ Tensor extreme_weight(DType dtype, int64_t N, int64_t K) {
       auto* q6 = reinterpret_cast<BlockQ6_K*>(blk);
       std::memset(q6->scales, b % 2 == 0 ? 0x7F : 0x80, sizeof(q6->scales));
       q6->d = small;
+    } else if (dtype == DType::Q2_K) {  // sc and m 15, q 3
+      auto* q2 = reinterpret_cast<BlockQ2_K*>(blk);
+      q2->d = q2->dmin = small;
+    } else if (dtype == DType::Q3_K) {  // sc 31, q + 4 = 7
+      reinterpret_cast<BlockQ3_K*>(blk)->d = small;
     } else {
       std::memcpy(blk, &small, 2);
       // dmin, m
@@ -391,7 +397,7 @@ TEST(PackedWeights, ExtremeQuantsStayExactAtEveryLevel) {
   kernels::set_q8_0_activations(kernels::Q8Activations::Q8_0);
   int checked = 0;
   for (DType dtype : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS,
-                      DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+                      DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const int64_t M = 3, N = 32, K = packable_k(dtype, 16);
     std::vector<float> xv(static_cast<size_t>(M * K));
     for (int64_t k = 0; k < K; ++k) {
@@ -588,12 +594,11 @@ TEST(PackedWeights, WhichWeightsArePacked) {
     // packable type from avx512vnni up (amx: those without tiles by the vector loops), whatever it
     // repacks itself, since a weight may come packed by another level.
     for (DType dtype : kPackable) {
-      const bool avx2_type = !is_float_type(dtype) && dtype != DType::Q2_K && dtype != DType::Q3_K;
+      const bool avx2_type = !is_float_type(dtype);
       const bool expected = packs_blocks(level) || (avx2_type && packs_256_bit_types(level)) ||
                             (is_float_type(dtype) && packs_floats(level));
       EXPECT_EQ(level_has_packed_kernels(dtype), expected) << level << " " << dtype_name(dtype);
     }
-    const bool packs = packs_blocks(level);
     EXPECT_EQ(kernels::repacks_weight(DType::Q8_0, Shape{32, 64}), packs_256_bit_types(level)) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_0, Shape{4096, 4096}), packs_256_bit_types(level)) << level;
     EXPECT_EQ(kernels::repacks_weight(DType::Q4_K, Shape{32, 256}), packs_256_bit_types(level)) << level;
@@ -603,9 +608,7 @@ TEST(PackedWeights, WhichWeightsArePacked) {
       EXPECT_EQ(kernels::repacks_weight(blocks_of_32, Shape{32, 64}), packs_256_bit_types(level) && level != "amx")
           << level << " " << dtype_name(blocks_of_32);
     }
-    for (DType super_blocks : {DType::Q2_K, DType::Q3_K})
-      EXPECT_EQ(kernels::repacks_weight(super_blocks, Shape{32, 256}), packs && level != "amx") << level;
-    for (DType avx2_super_block : {DType::IQ4_XS, DType::Q5_K, DType::Q6_K}) {
+    for (DType avx2_super_block : {DType::Q2_K, DType::Q3_K, DType::IQ4_XS, DType::Q5_K, DType::Q6_K}) {
       EXPECT_EQ(kernels::repacks_weight(avx2_super_block, Shape{32, 256}), packs_256_bit_types(level) && level != "amx")
           << level << " " << dtype_name(avx2_super_block);
     }

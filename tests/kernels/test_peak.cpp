@@ -133,8 +133,8 @@ TEST(PeakPrefillInstruction, FollowsTheWeightTypeAndLevel) {
         << dtype_name(row.dtype) << " at " << row.level;
   }
   // Repacked at load: q4_k by vpdpbusd at the VNNI levels, the tiles at amx; q8_0, q4_0, q4_k,
-  // q5_k, q6_k, q4_1, q5_0, q5_1, iq4_nl and iq4_xs by vpmaddubsw at avx2 and vpdpbusd at avxvnni (q8_0, q4_0 by
-  // vpmaddwd in rows), q2_k and q3_k as avx2.
+  // q5_k, q6_k, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q2_k and q3_k by vpmaddubsw at avx2 (and avx512) and vpdpbusd at
+  // avxvnni (q8_0, q4_0 by vpmaddwd in rows, the others by vpmaddubsw).
   EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "avx512vnni", true), PeakInstruction::Vnni);
   EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "avx512bf16", true), PeakInstruction::Vnni);
   EXPECT_EQ(kernels::prefill_instruction(DType::Q4_K, "amx", true), PeakInstruction::AmxInt8);
@@ -151,8 +151,9 @@ TEST(PeakPrefillInstruction, FollowsTheWeightTypeAndLevel) {
   EXPECT_EQ(kernels::prefill_instruction(DType::Q6_K, "avxvnni", true), PeakInstruction::Vnni);
   EXPECT_EQ(kernels::prefill_instruction(DType::Q6_K, "avx2", true), PeakInstruction::Int8Maddubs);
   EXPECT_EQ(kernels::prefill_instruction(DType::Q5_K, "avxvnni", true), PeakInstruction::Vnni);
-  EXPECT_EQ(kernels::prefill_instruction(DType::Q3_K, "avxvnni", true), PeakInstruction::Int8Maddubs);
-  for (DType packed_by_vnni : {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS}) {
+  EXPECT_EQ(kernels::prefill_instruction(DType::Q3_K, "avxvnni"), PeakInstruction::Int8Maddubs);
+  for (DType packed_by_vnni :
+       {DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS, DType::Q2_K, DType::Q3_K}) {
     EXPECT_EQ(kernels::prefill_instruction(packed_by_vnni, "avxvnni", true), PeakInstruction::Vnni)
         << dtype_name(packed_by_vnni);
     EXPECT_EQ(kernels::prefill_instruction(packed_by_vnni, "avx2", true), PeakInstruction::Int8Maddubs)

@@ -37,7 +37,7 @@ struct Level {
   bool vnni;  // q8_0, q4_0, the other blocks of 32 and iq4_xs use vpdpbusd
   bool bf16;  // bf16 weights use vdpbf16ps
   bool amx;   // prefill of bf16 and every block type uses AMX tiles
-  // every repacked block type but q2_k and q3_k (rows at that level) uses vpdpbusd, the rest as the level below
+  // every repacked block type uses vpdpbusd, the rest as the level below
   bool packed_vnni = false;
 };
 constexpr Level kLevels[] = {
@@ -533,14 +533,14 @@ std::optional<PeakInstruction> prefill_instruction(DType w_type, std::string_vie
       if (!cpu::is_block_type(w_type)) break;
       // amx: tdpbssd on every block type's unpacked quants (amx.cpp). Below it, the VNNI levels
       // take the blocks of 32 and iq4_xs's chunks by vpdpbusd (avx512_dot.cpp), the k-quants by
-      // vpmaddubsw (simd_blocks.h), as every level without VNNI takes them all; repacked q2_k, q3_k,
-      // q4_k, q5_k and q6_k go by vpdpbusd too.
+      // vpmaddubsw (simd_blocks.h), as every level without VNNI takes them all; repacked, every
+      // type goes by vpdpbusd there and at avxvnni (avx2_packed_blocks.h), by vpmaddubsw below.
       if (level->amx) return PeakInstruction::AmxInt8;
       if (level->vnni && (packed || w_type == DType::Q4_1 || w_type == DType::Q5_0 || w_type == DType::Q5_1 ||
                           w_type == DType::IQ4_NL || w_type == DType::IQ4_XS)) {
         return PeakInstruction::Vnni;
       }
-      if (packed && level->packed_vnni && w_type != DType::Q2_K && w_type != DType::Q3_K) return PeakInstruction::Vnni;
+      if (packed && level->packed_vnni) return PeakInstruction::Vnni;
       return PeakInstruction::Int8Maddubs;
   }
   return std::nullopt;

@@ -4,8 +4,8 @@
 //     12 accumulators, two vectors of weights and a broadcast of x in AVX2's 16 registers; bf16 5
 //     rows, its mask taking the 16th (with 6, GCC kept two sums on the stack: 0.59-0.67 of the FMA
 //     peak at 512 rows against 0.64-0.74).
-//   q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q4_k, q5_k, q6_k: avx2_packed_blocks.h's loops by
-//     vpmaddubsw.
+//   The quantized types (q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, q2_k..q6_k): avx2_packed_blocks.h's
+//     loops by vpmaddubsw.
 #include "backends/cpu/kernels/cpu/avx2_packed.h"
 
 #include <cstdint>
@@ -73,6 +73,10 @@ void matmul_packed_avx2(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
       return packed_blocks<BlocksAvx2, DType::IQ4_NL>(a, n_begin, n_end);
     case DType::IQ4_XS:
       return packed_blocks<BlocksAvx2, DType::IQ4_XS>(a, n_begin, n_end);
+    case DType::Q2_K:
+      return packed_blocks<BlocksAvx2, DType::Q2_K>(a, n_begin, n_end);
+    case DType::Q3_K:
+      return packed_blocks<BlocksAvx2, DType::Q3_K>(a, n_begin, n_end);
     case DType::Q4_K:
       return packed_blocks<BlocksAvx2, DType::Q4_K>(a, n_begin, n_end);
     case DType::Q5_K:
@@ -99,7 +103,6 @@ void matmul_packed_avx2(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 
 namespace ferry::kernels::cpu {
 bool avx2_packed_type(DType type) {
-  return is_packed_float(type) || is_packed_block_of_32(type) || type == DType::IQ4_XS || type == DType::Q4_K ||
-         type == DType::Q5_K || type == DType::Q6_K;
+  return is_packable_type(type);
 }
 }  // namespace ferry::kernels::cpu

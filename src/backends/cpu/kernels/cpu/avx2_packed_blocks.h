@@ -676,16 +676,195 @@ void q6_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
   store_outputs(a, m0, n0, acc);
 }
 
+// A packed q2_k or q3_k section's sub-block factors for the 16 rows, as vpmaddwd takes them, [j][16]
+// (rows 0-7, then 8-15): sc_j (q2_k: plane j's low nibbles; q3_k: sc_j - 32 from the 12 planes, as
+// avx512_dot.cpp's q3_k_scales) in the low int16 of each row's lane, and without VNNI in the high
+// one too (against a sub-block's two int16 pair sums; with VNNI against its int32 dot product,
+// whose low int16 holds it: |dot| < 16 * 7 * 128); and per pair p of sub-blocks, the pair's sc
+// (q3_k) or m (q2_k) as int16s (2p's low) against x's two sums of 16.
+template <class B, DType T>
+inline void k16_factors_256(const uint8_t* section, int32_t (&sc)[16][16], int32_t (&pairs)[8][16]) {
+  auto plane = [&](int i) {
+    return _mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(section + (T == DType::Q2_K ? kPackedQ2KScales : kPackedQ3KScales) + 16 * i));
+  };
+  __m128i bytes[16];   // sub-block j's factor byte of the 16 rows: sc (signed for q3_k)
+  __m128i paired[16];  // what pairs takes: q3_k's sc, q2_k's m
+  for (int j = 0; j < 16; ++j) {
+    if constexpr (T == DType::Q2_K) {
+      const __m128i p = plane(j);
+      bytes[j] = _mm_and_si128(p, _mm_set1_epi8(0x0F));
+      paired[j] = _mm_and_si128(_mm_srli_epi16(p, 4), _mm_set1_epi8(0x0F));
+    } else {
+      // the low 4 bits from plane j % 8 (its high nibbles for j >= 8), the top 2 from plane
+      // 8 + j % 4's bits 2 (j / 4)
+      const __m128i low = _mm_and_si128(j < 8 ? plane(j) : _mm_srli_epi16(plane(j - 8), 4), _mm_set1_epi8(0x0F));
+      const __m128i top =
+          _mm_and_si128(_mm_srl_epi16(plane(8 + j % 4), _mm_cvtsi32_si128(2 * (j / 4))), _mm_set1_epi8(3));
+      bytes[j] = _mm_sub_epi8(_mm_or_si128(low, _mm_slli_epi16(top, 4)), _mm_set1_epi8(32));
+      paired[j] = bytes[j];
+    }
+  }
+  auto lanes = [&](__m128i b, int v) {  // bytes 8v..8v + 7 as int32 (q3_k's signed)
+    return T == DType::Q2_K ? row_ints(b, v) : _mm256_cvtepi8_epi32(v == 0 ? b : _mm_srli_si128(b, 8));
+  };
+  for (int v = 0; v < 2; ++v) {
+    for (int j = 0; j < 16; ++j) {
+      const __m256i low = _mm256_and_si256(lanes(bytes[j], v), _mm256_set1_epi32(0xFFFF));
+      const __m256i both = B::kVnni ? low : _mm256_or_si256(low, _mm256_slli_epi32(low, 16));
+      _mm256_store_si256(reinterpret_cast<__m256i*>(sc[j] + 8 * v), both);
+    }
+    for (int p = 0; p < 8; ++p) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(pairs[p] + 8 * v),
+                         int16_pair(lanes(paired[2 * p], v), lanes(paired[2 * p + 1], v)));
+    }
+  }
+}
+
+// Packed q2_k or q3_k (sub-blocks of 16, 2 or 3 bits) against x rounded to q8_K: G groups of 16
+// weight rows against MR rows of x from m0, x in rows. Per sub-block j and row the dot product of
+// its unsigned values (q2_k's q, q3_k's q + 4: packed_weights.h's qs units, q3_k's third bits from
+// its hmask units) with x, without VNNI by vpmaddubsw (pairs at most 2 * 7 * 127, four units' in
+// int16), with it by vpdpbusd; times sc_j by vpmaddwd (k16_factors_256), summed exactly in int32
+// over the super-block, q3_k's from -4 * sum_j sc_j * (x's sum over sub-block j), so sum_j sc_j
+// q_j . x_j; q2_k's mins sum_j m_j * (x's sum over j) likewise; then per super-block y = fma(f32(sum),
+// d * x's scale, y) (q2_k: then y = fma(f32(mins), -dmin * x's scale, y)): avx512_dot.cpp's
+// packed_k16_rows, so every level gives the same bits.
+template <class B, DType T, int MR, int G>
+void k16_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
+  static_assert(T == DType::Q2_K || T == DType::Q3_K, "sub-blocks of 16");
+  constexpr int64_t kSection = T == DType::Q2_K ? kPackedQ2KSection : kPackedQ3KSection;
+  constexpr int64_t kQuants = T == DType::Q2_K ? kPackedQ2KQuants : kPackedQ3KQuants;
+  const int64_t supers = a.K / kQK_K;
+  // The f32 sums and each super-block's int32 ones in memory: the registers hold a sub-block's.
+  alignas(32) float acc[G][MR][16] = {};
+  for (int64_t s = 0; s < supers; ++s) {
+    const int8_t* x[MR];
+    const int16_t* bsum[MR];
+    for (int m = 0; m < MR; ++m) {
+      x[m] = a.xq + (m0 + m) * a.K + s * kQK_K;
+      bsum[m] = a.xq_bsum + (m0 + m) * (a.K / 16) + s * 16;
+    }
+    const uint8_t* section[G];
+    alignas(32) int32_t sc[G][16][16];
+    alignas(32) int32_t pairs[G][8][16];
+    // sum: sum_j sc_j * (w_j . x_j); q2_k's mins: sum_j m_j * (x's sum over j)
+    alignas(32) int32_t sum[G][MR][16];
+    [[maybe_unused]] alignas(32) int32_t mins[G][MR][T == DType::Q2_K ? 16 : 1];
+    for (int g = 0; g < G; ++g) {
+      section[g] = group[g] + s * kSection;
+      k16_factors_256<B, T>(section[g], sc[g], pairs[g]);
+      for (int m = 0; m < MR; ++m) {
+        for (int v = 0; v < 2; ++v) {
+          __m256i paired = _mm256_setzero_si256();
+          for (int p = 0; p < 8; ++p) {
+            const __m256i factors = _mm256_load_si256(reinterpret_cast<const __m256i*>(pairs[g][p] + 8 * v));
+            paired = _mm256_add_epi32(paired, _mm256_madd_epi16(factors, broadcast4(bsum[m] + 2 * p)));
+          }
+          if constexpr (T == DType::Q2_K) {
+            _mm256_store_si256(reinterpret_cast<__m256i*>(mins[g][m] + 8 * v), paired);
+            _mm256_store_si256(reinterpret_cast<__m256i*>(sum[g][m] + 8 * v), _mm256_setzero_si256());
+          } else {
+            _mm256_store_si256(reinterpret_cast<__m256i*>(sum[g][m] + 8 * v),
+                               _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(paired, 2)));
+          }
+        }
+      }
+    }
+    // Sub-block j = 8n + 2t + h of every group: units c = 4h..4h + 3 of qs row 8n + c, bits 2t and
+    // 2t + 1 of each byte (q3_k: the third from bit 4n + t of hmask unit c).
+    auto sub_block = [&](auto J) {
+      constexpr int kJ = decltype(J)::value, kN = kJ / 8, kT = kJ % 8 / 2, kH = kJ % 2;
+      __m256i dot[G][MR][2];
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 8
+        for (int m = 0; m < MR; ++m) dot[g][m][0] = dot[g][m][1] = _mm256_setzero_si256();
+      }
+#pragma GCC unroll 4
+      for (int c = 4 * kH; c < 4 * kH + 4; ++c) {
+#pragma GCC unroll 4
+        for (int g = 0; g < G; ++g) {
+          const uint8_t* unit = section[g] + kQuants + (8 * kN + c) * 64;
+          if (G > 1 && a.prefetch && kT == 0) {
+            _mm_prefetch(reinterpret_cast<const char*>(unit + kDecodePrefetchBytes), _MM_HINT_T0);
+          }
+#pragma GCC unroll 2
+          for (int v = 0; v < 2; ++v) {
+            const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(unit + v * 32));
+            __m256i values = _mm256_and_si256(shift_epi16<-2 * kT>(qs), _mm256_set1_epi8(3));
+            if constexpr (T == DType::Q3_K) {
+              // 16-bit shifts of at most 5: the bit stays in its byte
+              const __m256i hm =
+                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(section[g] + kPackedQ3KHigh + c * 64 + v * 32));
+              values = _mm256_or_si256(values, _mm256_and_si256(shift_epi16<2 - 4 * kN - kT>(hm), _mm256_set1_epi8(4)));
+            }
+#pragma GCC unroll 8
+            for (int m = 0; m < MR; ++m) {
+              const __m256i xb = broadcast4(x[m] + 128 * kN + 32 * kT + 4 * c);
+              if constexpr (B::kVnni) {
+                dot[g][m][v] = B::dot(dot[g][m][v], values, xb);
+              } else {
+                dot[g][m][v] = _mm256_add_epi16(dot[g][m][v], _mm256_maddubs_epi16(values, xb));
+                keep_order(dot[g][m][v]);
+              }
+            }
+          }
+        }
+      }
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 8
+        for (int m = 0; m < MR; ++m) {
+#pragma GCC unroll 2
+          for (int v = 0; v < 2; ++v) {
+            const __m256i factor = _mm256_load_si256(reinterpret_cast<const __m256i*>(sc[g][kJ] + 8 * v));
+            add_to_sums(sum[g][m] + 8 * v, _mm256_madd_epi16(dot[g][m][v], factor));
+          }
+        }
+      }
+    };
+    unroll<0, 16>(sub_block);
+    prefetch_next_factors(a, section, kSection, kQuants);
+    for (int g = 0; g < G; ++g) {
+      for (int v = 0; v < 2; ++v) {
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(section[g] + 16 * v)));
+        [[maybe_unused]] __m256 dmin_neg = _mm256_setzero_ps();
+        if constexpr (T == DType::Q2_K) {
+          const __m256 dmin =
+              _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(section[g] + 32 + 16 * v)));
+          dmin_neg = _mm256_xor_ps(dmin, _mm256_set1_ps(-0.0f));
+        }
+        for (int m = 0; m < MR; ++m) {
+          const __m256 xs = _mm256_set1_ps(a.xq_scale[(m0 + m) * supers + s]);
+          const __m256i total = _mm256_load_si256(reinterpret_cast<const __m256i*>(sum[g][m] + 8 * v));
+          float* out = acc[g][m] + 8 * v;
+          __m256 r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, xs), _mm256_load_ps(out));
+          if constexpr (T == DType::Q2_K) {
+            const __m256i min_sum = _mm256_load_si256(reinterpret_cast<const __m256i*>(mins[g][m] + 8 * v));
+            r = _mm256_fmadd_ps(_mm256_cvtepi32_ps(min_sum), _mm256_mul_ps(dmin_neg, xs), r);
+          }
+          _mm256_store_ps(out, r);
+        }
+      }
+    }
+  }
+  store_outputs(a, m0, n0, acc);
+}
+
 // One row of x (decode): kStreams groups at once from kStreams equal parts of the range, as many
 // sequential streams in flight, then the rest one group at a time. Batches: tiles of kTileRows
 // rows against each group, the rows' rest in a smaller tile.
-// The tile of T (the blocks of 32 and iq4_xs: block_tile; q4_k, q5_k: k4_tile; q6_k: q6_tile).
+// The tile of T (the blocks of 32 and iq4_xs: block_tile; q4_k, q5_k: k4_tile; q6_k: q6_tile; q2_k,
+// q3_k: k16_tile).
 template <class B, DType T, int MR, int G>
 inline void tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     k4_tile<B, T, MR, G>(a, m0, group, n0);
   } else if constexpr (T == DType::Q6_K) {
     q6_tile<B, MR, G>(a, m0, group, n0);
+  } else if constexpr (T == DType::Q2_K || T == DType::Q3_K) {
+    k16_tile<B, T, MR, G>(a, m0, group, n0);
   } else {
     block_tile<B, T, MR, G>(a, m0, group, n0);
   }

@@ -48,6 +48,10 @@ void matmul_packed_avx_vnni(const MatmulArgs& a, int64_t n_begin, int64_t n_end)
       return packed_blocks<BlocksAvxVnni, DType::IQ4_NL>(a, n_begin, n_end);
     case DType::IQ4_XS:
       return packed_blocks<BlocksAvxVnni, DType::IQ4_XS>(a, n_begin, n_end);
+    case DType::Q2_K:
+      return packed_blocks<BlocksAvxVnni, DType::Q2_K>(a, n_begin, n_end);
+    case DType::Q3_K:
+      return packed_blocks<BlocksAvxVnni, DType::Q3_K>(a, n_begin, n_end);
     case DType::Q4_K:
       return packed_blocks<BlocksAvxVnni, DType::Q4_K>(a, n_begin, n_end);
     case DType::Q5_K:
