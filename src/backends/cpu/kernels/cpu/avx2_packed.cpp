@@ -57,35 +57,7 @@ struct BlocksAvx2 {
 void matmul_packed_avx2(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   using float_packed::packed_units;
   using float_packed::UnitOp;
-  using packed_blocks_256::packed_blocks;
-  switch (a.w_type) {
-    case DType::Q8_0:
-      return packed_blocks<BlocksAvx2, DType::Q8_0>(a, n_begin, n_end);
-    case DType::Q4_0:
-      return packed_blocks<BlocksAvx2, DType::Q4_0>(a, n_begin, n_end);
-    case DType::Q4_1:
-      return packed_blocks<BlocksAvx2, DType::Q4_1>(a, n_begin, n_end);
-    case DType::Q5_0:
-      return packed_blocks<BlocksAvx2, DType::Q5_0>(a, n_begin, n_end);
-    case DType::Q5_1:
-      return packed_blocks<BlocksAvx2, DType::Q5_1>(a, n_begin, n_end);
-    case DType::IQ4_NL:
-      return packed_blocks<BlocksAvx2, DType::IQ4_NL>(a, n_begin, n_end);
-    case DType::IQ4_XS:
-      return packed_blocks<BlocksAvx2, DType::IQ4_XS>(a, n_begin, n_end);
-    case DType::Q2_K:
-      return packed_blocks<BlocksAvx2, DType::Q2_K>(a, n_begin, n_end);
-    case DType::Q3_K:
-      return packed_blocks<BlocksAvx2, DType::Q3_K>(a, n_begin, n_end);
-    case DType::Q4_K:
-      return packed_blocks<BlocksAvx2, DType::Q4_K>(a, n_begin, n_end);
-    case DType::Q5_K:
-      return packed_blocks<BlocksAvx2, DType::Q5_K>(a, n_begin, n_end);
-    case DType::Q6_K:
-      return packed_blocks<BlocksAvx2, DType::Q6_K>(a, n_begin, n_end);
-    default:
-      break;
-  }
+  if (packed_blocks_256::packed_quantized<BlocksAvx2>(a, n_begin, n_end)) return;
   if (a.w_type == DType::F32) return packed_units<PackedFloat256, UnitOp::F32Fma, 6, 1>(a, n_begin, n_end);
   if (a.w_type == DType::F16) return packed_units<PackedFloat256, UnitOp::F16Fma, 6, 1>(a, n_begin, n_end);
   packed_units<PackedFloat256, UnitOp::Bf16Fma, 5, 1>(a, n_begin, n_end);

@@ -907,6 +907,51 @@ void packed_blocks(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   }
 }
 
+// Every packed quantized type's loops on B (the float types are the caller's: false).
+template <class B>
+bool packed_quantized(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  switch (a.w_type) {
+    case DType::Q8_0:
+      packed_blocks<B, DType::Q8_0>(a, n_begin, n_end);
+      return true;
+    case DType::Q4_0:
+      packed_blocks<B, DType::Q4_0>(a, n_begin, n_end);
+      return true;
+    case DType::Q4_1:
+      packed_blocks<B, DType::Q4_1>(a, n_begin, n_end);
+      return true;
+    case DType::Q5_0:
+      packed_blocks<B, DType::Q5_0>(a, n_begin, n_end);
+      return true;
+    case DType::Q5_1:
+      packed_blocks<B, DType::Q5_1>(a, n_begin, n_end);
+      return true;
+    case DType::IQ4_NL:
+      packed_blocks<B, DType::IQ4_NL>(a, n_begin, n_end);
+      return true;
+    case DType::IQ4_XS:
+      packed_blocks<B, DType::IQ4_XS>(a, n_begin, n_end);
+      return true;
+    case DType::Q2_K:
+      packed_blocks<B, DType::Q2_K>(a, n_begin, n_end);
+      return true;
+    case DType::Q3_K:
+      packed_blocks<B, DType::Q3_K>(a, n_begin, n_end);
+      return true;
+    case DType::Q4_K:
+      packed_blocks<B, DType::Q4_K>(a, n_begin, n_end);
+      return true;
+    case DType::Q5_K:
+      packed_blocks<B, DType::Q5_K>(a, n_begin, n_end);
+      return true;
+    case DType::Q6_K:
+      packed_blocks<B, DType::Q6_K>(a, n_begin, n_end);
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace packed_blocks_256
 }  // namespace
 }  // namespace ferry::kernels::cpu

@@ -1,9 +1,9 @@
 // AVX-512 (F, BW, VL, DQ) + FMA + F16C inner loops: 16 floats per vector, weights converted to
 // f32 in registers (bf16 by a shift, f16 by vcvtph2ps, q8_0/q4_0 as d * q, which is exact), or
 // for q8_0/q4_0 against activations rounded to q8_0, exact integer products per block. Packed
-// bf16, f16 and f32 (repacked at load) take avx512_float_packed.cpp's FMA loops; packed q8_0, q4_0
-// and the k-quants avx2's vpmaddubsw loops (avx2_packed.h), 256 bits wide: without VNNI they run
-// 1.3-2.3x this level's own loops on the rows.
+// bf16, f16 and f32 (repacked at load) take avx512_float_packed.cpp's FMA loops, the packed
+// quantized types avx2's vpmaddubsw loops (avx2_packed.h), 256 bits wide: without VNNI their
+// prefill ran 1.1-2.5x this level's own loops on the rows here.
 #include <cmath>  // before the target region: std headers must not be compiled for AVX-512
 #include <cstdint>
 #include <cstring>

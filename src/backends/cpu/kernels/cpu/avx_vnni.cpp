@@ -32,35 +32,7 @@ struct BlocksAvxVnni {
 };
 
 void matmul_packed_avx_vnni(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  using packed_blocks_256::packed_blocks;
-  switch (a.w_type) {
-    case DType::Q8_0:
-      return packed_blocks<BlocksAvxVnni, DType::Q8_0>(a, n_begin, n_end);
-    case DType::Q4_0:
-      return packed_blocks<BlocksAvxVnni, DType::Q4_0>(a, n_begin, n_end);
-    case DType::Q4_1:
-      return packed_blocks<BlocksAvxVnni, DType::Q4_1>(a, n_begin, n_end);
-    case DType::Q5_0:
-      return packed_blocks<BlocksAvxVnni, DType::Q5_0>(a, n_begin, n_end);
-    case DType::Q5_1:
-      return packed_blocks<BlocksAvxVnni, DType::Q5_1>(a, n_begin, n_end);
-    case DType::IQ4_NL:
-      return packed_blocks<BlocksAvxVnni, DType::IQ4_NL>(a, n_begin, n_end);
-    case DType::IQ4_XS:
-      return packed_blocks<BlocksAvxVnni, DType::IQ4_XS>(a, n_begin, n_end);
-    case DType::Q2_K:
-      return packed_blocks<BlocksAvxVnni, DType::Q2_K>(a, n_begin, n_end);
-    case DType::Q3_K:
-      return packed_blocks<BlocksAvxVnni, DType::Q3_K>(a, n_begin, n_end);
-    case DType::Q4_K:
-      return packed_blocks<BlocksAvxVnni, DType::Q4_K>(a, n_begin, n_end);
-    case DType::Q5_K:
-      return packed_blocks<BlocksAvxVnni, DType::Q5_K>(a, n_begin, n_end);
-    case DType::Q6_K:
-      return packed_blocks<BlocksAvxVnni, DType::Q6_K>(a, n_begin, n_end);
-    default:
-      break;
-  }
+  if (packed_blocks_256::packed_quantized<BlocksAvxVnni>(a, n_begin, n_end)) return;
   matmul_packed_avx2(a, n_begin, n_end);
 }
 
