@@ -21,6 +21,7 @@
 
 #include "backends/cpu/kernels/cpu/packed_blocks_of_32.h"
 #include "backends/cpu/kernels/cpu/packed_q4_k.h"  // x_sum_pair
+#include "backends/cpu/kernels/cpu/unroll.h"
 
 namespace ferry::kernels::cpu {
 namespace {
@@ -68,22 +69,6 @@ inline void prefetch_next_factors(const MatmulArgs& a, const uint8_t* const (&se
   for (int g = 0; g < G; ++g) {
     for (int64_t off = 0; off < bytes; off += 64)
       _mm_prefetch(reinterpret_cast<const char*>(section[g] + section_bytes + off + kDecodePrefetchBytes), _MM_HINT_T0);
-  }
-}
-
-// A compile-time index (a sub-block's parity, low or high nibbles; a pair's or a quad's sub-block).
-template <int N>
-struct Constant {
-  static constexpr int value = N;
-};
-
-// f(Constant<I>{}), ..., f(Constant<N - 1>{}): a loop whose index the body needs as a constant
-// (immediate shifts).
-template <int I, int N, class F>
-inline void unroll(F& f) {
-  if constexpr (I < N) {
-    f(Constant<I>{});
-    unroll<I + 1, N>(f);
   }
 }
 
@@ -144,8 +129,9 @@ inline void iq4_xs_chunk_scales_256(const uint8_t* section, float* out) {
 // looked up) against x, started from -offset * (x's block sum), with VNNI by vpdpbusd; without,
 // by vpmaddubsw: q4_0 and q4_1's pairs (at most 2 * 15 * 127) summed in int16 over the block and
 // widened once, q5_0 and q5_1's (2 * 31 * 127) widened each unit, and iq4's (|value| up to 241 as
-// unsigned would saturate) as q8_0's: |value| against x with the value's signs moved onto it, each
-// product widened (at most 2 * 127 * 127), from 0.
+// unsigned would saturate) as q8_0's: |value| against x with the value's signs moved onto it (x is
+// in [-127, 127], q8_0 and q8_K alike, so its negation is too), each product widened (at most 2 *
+// 127 * 127), from 0.
 template <class B, DType T, int MR, int G>
 void block_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], const int64_t (&n0)[G]) {
   const int64_t blocks = a.K / 32;
@@ -382,7 +368,7 @@ void k4_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
     // Sub-block 2p + kOdd (the low nibbles of the pair's 8 units, or the high ones) of every group,
     // a unit of each in turn, so decode's streams advance together (a whole section of one stream
     // at a time read them slower: avx512_dot.cpp packed_k4_rows).
-    // pair: the pair's index p, an int (q4_k) or a Constant (q5_k).
+    // pair: the pair's index p, an int (q4_k) or an Index (q5_k).
     auto sub_block = [&](auto pair, auto odd) {
       constexpr int kOdd = decltype(odd)::value;
       int p;
@@ -464,19 +450,19 @@ void k4_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
     if constexpr (T == DType::Q5_K) {
       // The pairs written out, so the fifth bits take immediate shifts (by a register count,
       // vpsllw is two micro-ops): 1.1-1.35x at avxvnni, 0.97-1.16x at avx2. q4_k's loop so ran 0.75-0.95x as fast.
-      sub_block(Constant<0>{}, Constant<0>{});
-      sub_block(Constant<0>{}, Constant<1>{});
-      sub_block(Constant<1>{}, Constant<0>{});
-      sub_block(Constant<1>{}, Constant<1>{});
-      sub_block(Constant<2>{}, Constant<0>{});
-      sub_block(Constant<2>{}, Constant<1>{});
-      sub_block(Constant<3>{}, Constant<0>{});
-      sub_block(Constant<3>{}, Constant<1>{});
+      sub_block(Index<0>{}, Index<0>{});
+      sub_block(Index<0>{}, Index<1>{});
+      sub_block(Index<1>{}, Index<0>{});
+      sub_block(Index<1>{}, Index<1>{});
+      sub_block(Index<2>{}, Index<0>{});
+      sub_block(Index<2>{}, Index<1>{});
+      sub_block(Index<3>{}, Index<0>{});
+      sub_block(Index<3>{}, Index<1>{});
     } else {
 #pragma GCC unroll 1
       for (int p = 0; p < 4; ++p) {
-        sub_block(p, Constant<0>{});
-        sub_block(p, Constant<1>{});
+        sub_block(p, Index<0>{});
+        sub_block(p, Index<1>{});
       }
     }
     prefetch_next_factors(a, section, kSection, kQuants);
@@ -655,10 +641,10 @@ void q6_tile(const MatmulArgs& a, int64_t m0, const uint8_t* const (&group)[G], 
     };
 #pragma GCC unroll 1
     for (int q = 0; q < 4; ++q) {
-      sub_block(q, Constant<0>{});
-      sub_block(q, Constant<1>{});
-      sub_block(q, Constant<2>{});
-      sub_block(q, Constant<3>{});
+      sub_block(q, Index<0>{});
+      sub_block(q, Index<1>{});
+      sub_block(q, Index<2>{});
+      sub_block(q, Index<3>{});
     }
     prefetch_next_factors(a, section, kPackedQ6KSection, kPackedQ6KQuants);
     for (int g = 0; g < G; ++g) {

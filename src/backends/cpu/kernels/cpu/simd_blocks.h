@@ -24,6 +24,7 @@
 #include "backends/cpu/kernels/cpu/quant.h"
 #include "backends/cpu/kernels/cpu/quant_blocks.h"
 #include "backends/cpu/kernels/cpu/simd_block_decode.h"
+#include "backends/cpu/kernels/cpu/unroll.h"
 #include "core/dtype.h"
 
 namespace ferry::kernels::cpu::blocks {
@@ -132,18 +133,9 @@ void tile32(const MatmulArgs& a, int64_t m0, int64_t n0, int64_t row_step, size_
 
 // ---- super-blocks of 256 ------------------------------------------------------------------------
 
-// A compile-time index, for loops unrolled by unroll<N>(f): f(Index<0>{}), ..., f(Index<N - 1>{}).
-template <int I>
-struct Index {
-  static constexpr int value = I;
-};
-template <int I, int N, class F>
-inline void unroll(F& f) {
-  if constexpr (I < N) {
-    f(Index<I>{});
-    unroll<I + 1, N>(f);
-  }
-}
+// unroll.h's compile-time loops, as blocks::unroll.
+using cpu::Index;
+using cpu::unroll;
 
 // The vectors the super-block code works in (V): V256 holds one 32-weight chunk of a super-block
 // (the AVX2 file, and a fallback); an AVX-512 file's V512 (avx512_traits.h) holds two, a chunk below and
