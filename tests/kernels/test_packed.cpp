@@ -398,12 +398,14 @@ TEST(PackedWeights, ExtremeQuantsStayExactAtEveryLevel) {
   int checked = 0;
   for (DType dtype : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::IQ4_NL, DType::IQ4_XS,
                       DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
-    const int64_t M = 3, N = 32, K = packable_k(dtype, 16);
+    // The three rows of x over and over, so the batch reaches the folded panels too (kFoldedMinRows).
+    const int64_t M = 18, N = 32, K = packable_k(dtype, 16);
     std::vector<float> xv(static_cast<size_t>(M * K));
-    for (int64_t k = 0; k < K; ++k) {
-      xv[static_cast<size_t>(k)] = 1.0f;
-      xv[static_cast<size_t>(K + k)] = -1.0f;
-      xv[static_cast<size_t>(2 * K + k)] = k % 2 == 0 ? 1.0f : -1.0f;
+    for (int64_t m = 0; m < M; ++m) {
+      for (int64_t k = 0; k < K; ++k) {
+        const float v = m % 3 == 0 ? 1.0f : m % 3 == 1 ? -1.0f : k % 2 == 0 ? 1.0f : -1.0f;
+        xv[static_cast<size_t>(m * K + k)] = v;
+      }
     }
     const Tensor x = f32_tensor(Shape{M, K}, xv, "x");
     const Tensor w = extreme_weight(dtype, N, K);
@@ -412,7 +414,7 @@ TEST(PackedWeights, ExtremeQuantsStayExactAtEveryLevel) {
       kernels::set_simd_level(level);
       if (!level_has_packed_kernels(dtype)) continue;
       ++checked;
-      for (int64_t rows : {M, int64_t{1}}) {  // a batch, and decode's loop on the first row
+      for (int64_t rows : {M, int64_t{3}, int64_t{1}}) {  // batches, and decode's loop on the first row
         const std::vector<float> part(xv.begin(), xv.begin() + rows * K);
         const auto y = run_matmul(f32_tensor(Shape{rows, K}, part, "xr"), p, 1);
         for (int64_t m = 0; m < rows; ++m) {
@@ -438,7 +440,9 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // for 1 to 3 threads, and every level with packed kernels gives the same bits as the others (amx's packed iq4_nl,
   // q2_k, q3_k, q5_k, q6_k and iq4_xs: the vector loops at every batch). The small batches reach each tile of the
   // panels' loops (the blocks of 32 and iq4_xs: 6, 4 and 2 rows of a 16-row panel, one or two groups as the threads
-  // split N) and each remainder of the rows' batches of 8 (q4_k, q5_k: 4). bf16 (by vdpbf16ps where the level has BF16
+  // split N) and each remainder of the rows' batches of 8 (q4_k, q5_k: 4); q2_k, q3_k and q6_k from 16 rows on take the
+  // AVX-512 VNNI levels' folded panels (tiles of 8 rows, the last part empty; K of 6 super-blocks, so a slice of 4 or
+  // 2 and a last one of 2). bf16 (by vdpbf16ps where the level has BF16
   // dot products, else by FMAs, its two steps), f16 and f32: tiles of 6 rows (AVX-512 FMAs: 8, f16 10) and each
   // remainder, 1 and 2 groups (the threads' ranges; FloatCallsTakeThePackedKernels runs more at once), 200 rows (two
   // blocks of rows) and a K of two slices (partial sums kept in y between them).
@@ -448,7 +452,7 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   int packed_levels = 0;
   for (DType dtype : kPackable) {
     const bool floats = is_float_type(dtype);
-    const int64_t M = floats ? 200 : 37, K = floats ? 4200 : is_super_block_type(dtype) ? 768 : 352, N = 80;
+    const int64_t M = floats ? 200 : 37, K = floats ? 4200 : is_super_block_type(dtype) ? 1536 : 352, N = 80;
     const auto xv = random_floats(static_cast<size_t>(M * K), 41);
     const Tensor x = f32_tensor(Shape{M, K}, xv, "x");
     const Tensor p = packed_copy(random_weight(dtype, N, K, 42));

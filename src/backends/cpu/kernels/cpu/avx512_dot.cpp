@@ -3,7 +3,8 @@
 //               against x rounded to q8_0 (q8_K) by vpdpbusd, two blocks per instruction (64 byte
 //               products summed in fours, exact), where avx512 widens the bytes to int16 first and
 //               takes one block per instruction; the k-quants by simd_blocks.h's code with the
-//               scale products summed by vpdpwssd;
+//               scale products summed by vpdpwssd; the packed layouts' own loops, and batches of
+//               packed q2_k, q3_k and q6_k by avx512_folded.cpp's panels;
 //   avx512bf16: also bf16 weights against x rounded to bf16 by vdpbf16ps (32 products per
 //               instruction, no widening), as llama.cpp multiplies bf16 weights on every CPU.
 // Everything else (f32 activations, attention, conversions) is the avx512 level's own code (its
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "backends/cpu/kernels/cpu/avx512_float_packed.h"
+#include "backends/cpu/kernels/cpu/avx512_folded.h"
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/packed_blocks_of_32.h"
 #include "backends/cpu/kernels/cpu/packed_weights.h"
@@ -59,6 +61,7 @@ namespace {
 // After simd_kernels.h: the block types' matmul uses its f32 dot product.
 #include "backends/cpu/kernels/cpu/simd_blocks.h"
 // After both: the traits use their helpers.
+#include "backends/cpu/kernels/cpu/avx512_k_units.h"
 #include "backends/cpu/kernels/cpu/avx512_traits.h"
 #include "backends/cpu/kernels/cpu/packed_q4_k.h"
 
@@ -380,13 +383,6 @@ void round_row_bf16_avx512(const float* x, int64_t n, uint16_t* out) {
     const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1u);
     _mm256_mask_storeu_epi16(out + i, mask, round16(_mm512_maskz_loadu_epi32(mask, x + i)));
   }
-}
-
-// Four bytes of x in every 32-bit lane.
-inline __m512i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
 }
 
 // Packed blocks of 32 (packed_weights.h) against x rounded to q8_0 (q4_1, q5_1: q8_1), and packed
@@ -750,16 +746,6 @@ void panel_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 // The instantiation tag of packed_q4_k.h's helpers in this file.
 struct Avx512Dot {};
 
-// v's 16-bit lanes shifted left by kBits, or right by -kBits.
-template <int kBits>
-inline __m512i shift_epi16(__m512i v) {
-  if constexpr (kBits >= 0) {
-    return _mm512_slli_epi16(v, kBits);
-  } else {
-    return _mm512_srli_epi16(v, -kBits);
-  }
-}
-
 // Sub-block J's values in unit c (elements 32J + 4c..) of a packed q4_k or q5_k section, the 16
 // rows' 4 bytes each, unsigned: even J the low nibbles, odd J the high ones (q4_k: kept in place,
 // 16 q; q5_k: shifted down), q5_k's fifth bit from its qh unit put in above them (16-bit shifts of
@@ -1003,25 +989,6 @@ void packed_k4_batch(const MatmulArgs& a, int64_t m0, const uint8_t* const (&gro
   }
 }
 
-// A packed q3_k section's 16 rows' scales sc_j - 32 as signed bytes, [sub-block j][row]: the low 4
-// bits from planes 0-7 (j < 8: plane j's low nibbles, else plane j - 8's high ones), the top 2 from
-// plane 8 + j % 4's bits 2 (j / 4), the four planes in the four 128-bit lanes of each vector
-// (16-bit shifts: the bits they carry across bytes are masked off).
-inline void q3_k_scales(const uint8_t* section, int8_t* out) {
-  const __m512i first = _mm512_loadu_si512(section + kPackedQ3KScales);        // planes 0-3
-  const __m512i second = _mm512_loadu_si512(section + kPackedQ3KScales + 64);  // planes 4-7
-  const __m512i high = _mm512_loadu_si512(section + kPackedQ3KScales + 128);   // planes 8-11
-  auto store = [&](int quarter, __m512i low, __m512i top) {
-    const __m512i scale =
-        _mm512_or_si512(_mm512_and_si512(low, _mm512_set1_epi8(0x0F)), _mm512_and_si512(top, _mm512_set1_epi8(0x30)));
-    _mm512_store_si512(out + 64 * quarter, _mm512_sub_epi8(scale, _mm512_set1_epi8(32)));
-  };
-  store(0, first, _mm512_slli_epi16(high, 4));
-  store(1, second, _mm512_slli_epi16(high, 2));
-  store(2, _mm512_srli_epi16(first, 4), high);
-  store(3, _mm512_srli_epi16(second, 4), _mm512_srli_epi16(high, 2));
-}
-
 // The loops that keep their accumulators in y (q2_k, q3_k, q6_k: the registers hold their chains
 // and sums): the G x MR outputs' pointers, zeroed, and at the end the bias added.
 template <int MR, int G>
@@ -1042,36 +1009,6 @@ inline void add_bias_to_y(const MatmulArgs& a, const int64_t (&n0)[G], float* co
   }
 }
 
-// A unit of a packed q2_k or q3_k section, the 16 rows' 4 bytes each: qs unit 8n + c, whose bits
-// 2t, 2t + 1 are the low two of elements 128n + 32t + 4c.. (sub-block 8n + 2t + c / 4), and q3_k's
-// hmask unit c, whose bit 4n + t is their third.
-template <DType T>
-struct K16Unit {
-  __m512i qs;
-  [[maybe_unused]] __m512i hm;
-
-  K16Unit(const uint8_t* section, int n, int c, bool prefetch) {
-    const uint8_t* unit = section + (T == DType::Q2_K ? kPackedQ2KQuants : kPackedQ3KQuants) + (8 * n + c) * 64;
-    if (prefetch) _mm_prefetch(reinterpret_cast<const char*>(unit + kDecodePrefetchBytes), _MM_HINT_T0);
-    qs = _mm512_loadu_si512(unit);
-    if constexpr (T == DType::Q3_K) hm = _mm512_loadu_si512(section + kPackedQ3KHigh + c * 64);
-  }
-
-  // Elements 128N + 32T..'s values as unsigned bytes: q2_k's q (0..3); q3_k's q + 4 (0..7),
-  // (qs >> 2T & 3) | (hm shifted to bit 2 & 4) by one vpternlogd. 16-bit shifts of at most 6: the
-  // bits they carry across bytes land outside the masks.
-  template <int N, int kT>
-  __m512i values() const {
-    const __m512i low = kT == 0 ? qs : _mm512_srli_epi16(qs, 2 * kT);
-    if constexpr (T == DType::Q2_K) {
-      return _mm512_and_si512(low, _mm512_set1_epi8(3));
-    } else {
-      const __m512i third = _mm512_and_si512(shift_epi16<2 - 4 * N - kT>(hm), _mm512_set1_epi8(4));
-      return _mm512_ternarylogic_epi32(low, _mm512_set1_epi8(3), third, 0xEA);  // (low & 3) | third
-    }
-  }
-};
-
 // Sub-block j's scales of a packed q2_k or q3_k section's 16 rows in each 32-bit lane's low int16,
 // zero above (what vpdpwssd multiplies a dot product in the lane's low int16 by): q2_k's sc_j (the
 // low nibbles of plane j), q3_k's sc_j - 32 (from q3_k_scales' bytes).
@@ -1086,20 +1023,14 @@ inline __m512i k16_scale(const uint8_t* section, const int8_t* q3_k_scale, int j
   }
 }
 
-// q2_k: sum_j m_j * (x's sum over sub-block j) of a section's 16 rows (m_j the high nibbles of
-// plane j) for one row of x (bsum: its 16 sums of 16), by 8 vpdpwssd of the mins of sub-blocks 2p
-// and 2p + 1 as int16 pairs against x's pair of sums; exact.
+// q2_k: sum_j m_j * (x's sum over sub-block j) of a section's 16 rows for one row of x (bsum: its
+// 16 sums of 16), by 8 vpdpwssd of q2_k_min_pair against x's pair of sums; exact.
 inline __m512i q2_k_mins(const uint8_t* section, const int16_t* bsum) {
   __m512i mins = _mm512_setzero_si512();
   for (int p = 0; p < 8; ++p) {
-    const uint8_t* even = section + kPackedQ2KScales + 32 * p;
-    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even));
-    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(even + 16));
-    const __m512i pair = _mm512_srli_epi16(
-        _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi))), 4);
     int32_t both;
     std::memcpy(&both, bsum + 2 * p, 4);
-    mins = _mm512_dpwssd_epi32(mins, pair, _mm512_set1_epi32(both));
+    mins = _mm512_dpwssd_epi32(mins, q2_k_min_pair(section, p), _mm512_set1_epi32(both));
   }
   return mins;
 }
@@ -1248,23 +1179,6 @@ void k4_batch_groups(const MatmulArgs& a, const uint8_t* const (&group)[G], cons
       return packed_k4_batch<T, 1, G>(a, m, group, n0, factors, x_pairs);
     default:
       return;
-  }
-}
-
-// Sub-block T's 6-bit values (q + 32) of a packed q6_k unit (packed_weights.h), elements
-// 128n + 32T + 4c..: e_0..e_2 the low 6 bits of pieces A, B, C, e_3 their top 2 bits gathered
-// (16-bit shifts: the bits they carry across bytes are masked off).
-template <int T>
-inline __m512i q6_k_values(const uint8_t* unit) {
-  if constexpr (T < 3) {
-    return _mm512_and_si512(_mm512_loadu_si512(unit + 64 * T), _mm512_set1_epi8(0x3F));
-  } else {
-    const __m512i a = _mm512_srli_epi16(_mm512_loadu_si512(unit), 6);
-    const __m512i b = _mm512_srli_epi16(_mm512_loadu_si512(unit + 64), 4);
-    const __m512i c = _mm512_srli_epi16(_mm512_loadu_si512(unit + 128), 2);
-    return _mm512_or_si512(
-        _mm512_or_si512(_mm512_and_si512(a, _mm512_set1_epi8(0x03)), _mm512_and_si512(b, _mm512_set1_epi8(0x0C))),
-        _mm512_and_si512(c, _mm512_set1_epi8(0x30)));
   }
 }
 
@@ -1418,7 +1332,8 @@ void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t
 // at once from kStreams equal parts of the range, so as many sequential streams are in flight.
 // More rows: the blocks of 32 and iq4_xs by x's panels (panel_matmul; the level packs x into them for
 // every batch, pack_x), else a row at a time; q4_k and q5_k two groups and four rows of x at a time
-// (k4_batch_groups); q2_k, q3_k and q6_k one group at a time, eight rows of x at a time (then four, then
+// (k4_batch_groups); q2_k, q3_k and q6_k from kFoldedMinRows rows by the folded panels
+// (avx512_folded.cpp), below that one group at a time, eight rows of x at a time (then four, then
 // the rest), so each 64 bytes of weights loaded serve eight rows, and eight rows' sums (sixteen
 // chains for q6_k) hide vpdpbusd's latency.
 template <DType T>
@@ -1444,6 +1359,8 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
       packed_type_rows<T, 1, kStreams>(a, 0, groups, n0);
     }
     n_rest = n_begin + kStreams * part;
+  } else if constexpr (T == DType::Q2_K || T == DType::Q3_K || T == DType::Q6_K) {
+    if (a.M >= kFoldedMinRows) return matmul_folded(a, n_begin, n_end);
   } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
     // Scratch: two groups' factors, then x's sub-block sum pairs for every row, made once here.
     const int64_t supers = a.K / kQK_K;

@@ -1,0 +1,368 @@
+// Batches against packed q2_k, q3_k and q6_k at the AVX-512 VNNI levels, with each sub-block's
+// scale folded into its weights. The packed loops (avx512_dot.cpp) scale each sub-block's dot
+// product on its own: with sub-blocks of 16, a vpdpwssd (q2_k, q3_k) or a vpmulld's two micro-ops
+// (q6_k) per 4 vpdpbusd, on the ports vpdpbusd issues on, beside the values' unpacking per tile of
+// rows; they ran at 0.28-0.34 of vpdpbusd's peak. Here each slice of super-blocks of two groups is
+// rewritten once per batch into a panel of w' = scale * q per element, exact integers:
+//   q2_k: sc_j * q (0..45) and q3_k: (sc_j - 32) * (q - 4) + 124 (0..252), as unsigned bytes, against
+//         x's bytes by vpdpbusd (q3_k's chains started from -124 * x's super-block sum);
+//   q6_k: sc_j * (q - 32) (|.| <= 4096) as int16, against x widened to int16 by vpdpwssd (two
+//         products a lane where vpdpbusd takes four, but nothing else per sub-block).
+// Every row of x then takes a super-block's exact sum_j scale_j * (w_j . x_j) from one chain (64
+// vpdpbusd, or 128 vpdpwssd), then the packed loops' f32 steps per super-block: the same integers
+// and the same steps, so the same bits. x is copied per slice into tiles of 8 rows, [unit][row][4
+// bytes], so a tile's broadcasts of a unit read 32 adjacent bytes (x's rows are K apart, and 8 of
+// them in one L1 set beside the panel missed).
+#include "backends/cpu/kernels/cpu/avx512_folded.h"
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/kernels/cpu/packed_weights.h"
+#include "backends/cpu/kernels/cpu/x86_intrinsics.h"
+
+namespace ferry::kernels::cpu {
+namespace {
+
+// This thread's buffer of at least n bytes, 64-byte aligned, here before the target region: std::
+// templates instantiated in it would be compiled for AVX-512.
+[[maybe_unused]] uint8_t* aligned_scratch(size_t n) {
+  thread_local std::vector<uint8_t> buffer;
+  if (buffer.size() < n + 64) buffer.resize(n + 64);
+  const auto at = reinterpret_cast<uintptr_t>(buffer.data());
+  return buffer.data() + ((64 - at % 64) % 64);
+}
+
+}  // namespace
+}  // namespace ferry::kernels::cpu
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"))), \
+                             apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+#endif
+
+#include "backends/cpu/kernels/cpu/avx512_k_units.h"
+#include "backends/cpu/kernels/cpu/packed_q4_k.h"
+#include "backends/cpu/kernels/cpu/unroll.h"
+
+namespace ferry::kernels::cpu {
+namespace {
+
+struct Avx512Folded {};  // packed_q4_k.h's instantiation tag in this file
+
+constexpr int kTileRows = 8;  // rows of x per tile: with two groups, 16 chains
+
+template <DType T>
+struct Folded {
+  static constexpr bool kInt16 = T == DType::Q6_K;
+  static constexpr int kUnits = kInt16 ? 128 : 64;   // 64-byte units per group and super-block
+  static constexpr int64_t kSlice = kInt16 ? 2 : 4;  // super-blocks per panel: two groups' in 32 KB
+  static constexpr int64_t kSection = T == DType::Q2_K   ? kPackedQ2KSection
+                                      : T == DType::Q3_K ? kPackedQ3KSection
+                                                         : kPackedQ6KSection;
+  // A group's folded super-block: the units, then q2_k's 8 min pairs (q2_k_min_pair), then d (and
+  // q2_k's -dmin) as f32.
+  static constexpr int64_t kMinPairs = kUnits * 64;
+  static constexpr int64_t kD = kMinPairs + (T == DType::Q2_K ? 8 * 64 : 0);
+  static constexpr int64_t kSuper = kD + (T == DType::Q2_K ? 2 * 64 : 64);
+  // A tile's x for one super-block: the units [unit][row][4 bytes], then the rows' q8_K scales
+  // (f32), q3_k's chain starts (int32), q2_k's sub-block sum pairs [pair][row] (int32).
+  static constexpr int64_t kXScales = kUnits * kTileRows * 4;
+  static constexpr int64_t kXStarts = kXScales + kTileRows * 4;
+  static constexpr int64_t kXPairs = kXStarts + (T == DType::Q3_K ? kTileRows * 4 : 0);
+  static constexpr int64_t kXSuper = (kXPairs + (T == DType::Q2_K ? 8 * kTileRows * 4 : 0) + 63) / 64 * 64;
+};
+
+// One q2_k or q3_k section's folded super-block (Folded<T>::kSuper bytes at out): unit u holds
+// elements 4u..4u+3 of the 16 rows, 4 bytes a row, as vpdpbusd's unsigned bytes.
+template <DType T>
+void fold_k16_section(const uint8_t* section, uint8_t* out) {
+  using F = Folded<T>;
+  [[maybe_unused]] alignas(64) int8_t q3_k_scale[T == DType::Q3_K ? 16 * kPackedRows : 1];
+  if constexpr (T == DType::Q3_K) q3_k_scales(section, q3_k_scale);
+  // Per 128-bit lane i of 4 rows: bytes [4i, -, 4i, -] (even), [-, 4i, -, 4i] (odd), [4i x 4] (every).
+  const __m512i to_even = _mm512_set4_epi32(static_cast<int32_t>(0x800C800Cu), static_cast<int32_t>(0x80088008u),
+                                            static_cast<int32_t>(0x80048004u), static_cast<int32_t>(0x80008000u));
+  const __m512i to_odd = _mm512_set4_epi32(0x0C800C80, 0x08800880, 0x04800480, 0x00800080);
+  [[maybe_unused]] const __m512i to_every = _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0x00000000);
+  auto sub_block = [&](auto J) {  // j = 8n + 2t + h: units 32n + 8t + 4h..+3
+    constexpr int kJ = decltype(J)::value, kN = kJ / 8, kT = kJ % 8 / 2, kH = kJ % 2;
+    __m512i scale;  // row r's scale of sub-block j in lane r's byte 0
+    if constexpr (T == DType::Q2_K) {
+      const __m128i plane = _mm_loadu_si128(reinterpret_cast<const __m128i*>(section + kPackedQ2KScales + 16 * kJ));
+      scale = _mm512_and_si512(_mm512_cvtepu8_epi32(plane), _mm512_set1_epi32(0x0F));
+    } else {
+      scale = _mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(q3_k_scale + 16 * kJ)));
+    }
+    const __m512i scale_even = _mm512_shuffle_epi8(scale, to_even);
+    const __m512i scale_odd = _mm512_shuffle_epi8(scale, to_odd);
+    [[maybe_unused]] __m512i offset;  // q3_k: 124 - 4 * scale, in every byte of the lane
+    if constexpr (T == DType::Q3_K) {
+      offset = _mm512_shuffle_epi8(_mm512_sub_epi32(_mm512_set1_epi32(124), _mm512_slli_epi32(scale, 2)), to_every);
+    }
+    for (int c = 4 * kH; c < 4 * kH + 4; ++c) {
+      const __m512i v = K16Unit<T>(section, kN, c, false).template values<kN, kT>();
+      // scale * v of the even and odd bytes as int16 (|.| <= 224, one product each: no
+      // saturation), their low bytes put back in place, then (q3_k) the offset added to each
+      // byte: w' is in 0..252, so its byte is exact.
+      const __m512i even = _mm512_maddubs_epi16(v, scale_even);
+      const __m512i odd = _mm512_maddubs_epi16(v, scale_odd);
+      __m512i folded =
+          _mm512_ternarylogic_epi32(even, _mm512_slli_epi16(odd, 8), _mm512_set1_epi16(0x00FF), 0xEC);  // (e & m) | o
+      if constexpr (T == DType::Q3_K) folded = _mm512_add_epi8(folded, offset);
+      _mm512_store_si512(out + (32 * kN + 8 * kT + c) * 64, folded);
+    }
+  };
+  unroll<0, 16>(sub_block);
+  using S = Avx512Folded;
+  if constexpr (T == DType::Q2_K) {
+    for (int p = 0; p < 8; ++p) _mm512_store_si512(out + F::kMinPairs + 64 * p, q2_k_min_pair(section, p));
+    _mm512_store_ps(out + F::kD + 64, packed_q4_k::dmin_neg<S>(section));
+  }
+  _mm512_store_ps(out + F::kD, packed_q4_k::d<S>(section));
+}
+
+// One q6_k section's folded super-block: int16 unit U holds elements 2U and 2U + 1 of the 16 rows
+// as a pair a row, sc_j * (q - 32), exact in int16.
+void fold_q6_k_section(const uint8_t* section, uint8_t* out) {
+  using F = Folded<DType::Q6_K>;
+  // Per 128-bit lane i of 4 rows: bytes 4i, 4i + 1 (low) or 4i + 2, 4i + 3 (high) as int16.
+  const __m512i to_low = _mm512_set4_epi32(static_cast<int32_t>(0x800D800Cu), static_cast<int32_t>(0x80098008u),
+                                           static_cast<int32_t>(0x80058004u), static_cast<int32_t>(0x80018000u));
+  const __m512i to_high = _mm512_set4_epi32(static_cast<int32_t>(0x800F800Eu), static_cast<int32_t>(0x800B800Au),
+                                            static_cast<int32_t>(0x80078006u), static_cast<int32_t>(0x80038002u));
+  const __m512i bias = _mm512_set1_epi16(32);
+#pragma GCC unroll 1
+  for (int q = 0; q < 4; ++q) {  // quad q = 2n + h
+    const int n = q / 2, h = q % 2;
+    const uint8_t* quad = section + kPackedQ6KQuants + q * kPackedQ6KQuad;
+    auto value = [&](auto T) {  // elements 128n + 32t + 4c.., c = 4h + i: sub-block 8n + 2t + h
+      constexpr int kT = decltype(T)::value;
+      const __m128i plane =
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(section + kPackedQ6KScales + 64 * q + 16 * kT));
+      const __m512i scale = _mm512_cvtepi8_epi32(plane);
+      const __m512i pair = _mm512_or_si512(_mm512_and_si512(scale, _mm512_set1_epi32(0xFFFF)),
+                                           _mm512_slli_epi32(scale, 16));  // the int16 scale twice a lane
+      for (int i = 0; i < 4; ++i) {
+        const __m512i v = q6_k_values<kT>(quad + 192 * i);
+        const __m512i low = _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_shuffle_epi8(v, to_low), bias), pair);
+        const __m512i high = _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_shuffle_epi8(v, to_high), bias), pair);
+        const int unit = (128 * n + 32 * kT + 4 * (4 * h + i)) / 2;
+        _mm512_store_si512(out + unit * 64, low);
+        _mm512_store_si512(out + (unit + 1) * 64, high);
+      }
+    };
+    unroll<0, 4>(value);
+  }
+  _mm512_store_ps(out + F::kD, packed_q4_k::d<Avx512Folded>(section));
+}
+
+template <DType T>
+void fold_section(const uint8_t* section, uint8_t* out) {
+  if constexpr (T == DType::Q6_K) {
+    fold_q6_k_section(section, out);
+  } else {
+    fold_k16_section<T>(section, out);
+  }
+}
+
+// x's rows 8t..8t + 7 for super-blocks s0..s0 + count - 1 into tile t of `out` ([tile][slice][
+// Folded<T>::kXSuper]); rows past M zero, so they add nothing (their outputs are not stored).
+template <DType T>
+void pack_x_slice(const MatmulArgs& a, int64_t s0, int64_t count, uint8_t* out) {
+  using F = Folded<T>;
+  const int64_t supers = a.K / kQK_K, tiles = (a.M + kTileRows - 1) / kTileRows;
+  const __m256i row_offsets =
+      _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int32_t>(a.K)));
+  // int16: the 8 rows' four widened bytes (two pairs) reordered so the first pairs come first.
+  [[maybe_unused]] const __m512i pairs_first = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t m0 = t * kTileRows;
+    const int64_t rows = a.M - m0 < kTileRows ? a.M - m0 : kTileRows;
+    const auto valid = static_cast<__mmask8>((1u << rows) - 1u);
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t s = s0 + i;
+      uint8_t* o = out + (t * F::kSlice + i) * F::kXSuper;
+      const int8_t* x = a.xq + m0 * a.K + s * kQK_K;
+      for (int u = 0; u < kQK_K / 4; ++u) {  // 4 elements of the 8 rows
+        const __m256i four = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), valid, row_offsets, x + 4 * u, 1);
+        if constexpr (F::kInt16) {
+          const __m512i wide = _mm512_permutexvar_epi32(pairs_first, _mm512_cvtepi8_epi16(four));
+          _mm512_store_si512(o + u * 64, wide);  // int16 units 2u and 2u + 1
+        } else {
+          _mm256_store_si256(reinterpret_cast<__m256i*>(o + u * 32), four);
+        }
+      }
+      auto* scale = reinterpret_cast<float*>(o + F::kXScales);
+      [[maybe_unused]] auto* start = reinterpret_cast<int32_t*>(o + F::kXStarts);
+      [[maybe_unused]] auto* pair = reinterpret_cast<int32_t*>(o + F::kXPairs);
+      for (int r = 0; r < kTileRows; ++r) {
+        scale[r] = 0.0f;
+        if constexpr (T == DType::Q3_K) start[r] = 0;
+        if constexpr (T == DType::Q2_K) {
+          for (int p = 0; p < 8; ++p) pair[p * kTileRows + r] = 0;
+        }
+        if (r >= rows) continue;
+        const int16_t* bsum = a.xq_bsum + (m0 + r) * (a.K / 16) + s * 16;
+        scale[r] = a.xq_scale[(m0 + r) * supers + s];
+        if constexpr (T == DType::Q3_K) {
+          int32_t total = 0;
+          for (int j = 0; j < 16; ++j) total += bsum[j];
+          start[r] = -124 * total;
+        }
+        if constexpr (T == DType::Q2_K) {
+          for (int p = 0; p < 8; ++p) std::memcpy(&pair[p * kTileRows + r], bsum + 2 * p, 4);
+        }
+      }
+    }
+  }
+}
+
+// Tile x_tile (its rows from m0) against G groups' panels (count super-blocks from the slice's
+// first): per super-block one chain per row and group, then the packed loops' f32 steps, into
+// accumulators read from y and written back (rows past M neither).
+template <DType T, int G>
+void folded_tile(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], const uint8_t* const (&panel)[G],
+                 const uint8_t* x_tile, int64_t count) {
+  using F = Folded<T>;
+  const int64_t rows = a.M - m0 < kTileRows ? a.M - m0 : kTileRows;
+  alignas(64) float acc[G][kTileRows][16];
+  for (int g = 0; g < G; ++g) {
+    for (int r = 0; r < kTileRows; ++r) {
+      _mm512_store_ps(acc[g][r], r < rows ? _mm512_loadu_ps(a.y + (m0 + r) * a.y_stride + n0[g]) : _mm512_setzero_ps());
+    }
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    const uint8_t* x = x_tile + i * F::kXSuper;
+    const uint8_t* w[G];
+    for (int g = 0; g < G; ++g) w[g] = panel[g] + i * F::kSuper;
+    __m512i sum[G][kTileRows];
+    for (int r = 0; r < kTileRows; ++r) {
+      const __m512i start = T == DType::Q3_K ? broadcast4(reinterpret_cast<const int8_t*>(x + F::kXStarts + 4 * r))
+                                             : _mm512_setzero_si512();
+      for (int g = 0; g < G; ++g) sum[g][r] = start;
+    }
+    // 16 units per pass, written out: a loop over single units made GCC copy every chain between
+    // registers each pass.
+#pragma GCC unroll 1
+    for (int u0 = 0; u0 < F::kUnits; u0 += 16) {
+      auto unit = [&](auto U) {
+        const int u = u0 + decltype(U)::value;
+        __m512i wu[G];
+        for (int g = 0; g < G; ++g) wu[g] = _mm512_load_si512(w[g] + 64 * u);
+        for (int r = 0; r < kTileRows; ++r) {
+          const __m512i xv = broadcast4(reinterpret_cast<const int8_t*>(x + (u * kTileRows + r) * 4));
+          for (int g = 0; g < G; ++g) {
+            sum[g][r] =
+                F::kInt16 ? _mm512_dpwssd_epi32(sum[g][r], wu[g], xv) : _mm512_dpbusd_epi32(sum[g][r], wu[g], xv);
+          }
+        }
+      };
+      unroll<0, 16>(unit);
+    }
+    for (int g = 0; g < G; ++g) {
+      const __m512 d = _mm512_load_ps(w[g] + F::kD);
+      for (int r = 0; r < kTileRows; ++r) {
+        float x_scale;
+        std::memcpy(&x_scale, x + F::kXScales + 4 * r, 4);
+        if constexpr (T == DType::Q2_K) {
+          __m512i mins = _mm512_setzero_si512();
+          for (int p = 0; p < 8; ++p) {
+            const __m512i pair = broadcast4(reinterpret_cast<const int8_t*>(x + F::kXPairs + (p * kTileRows + r) * 4));
+            mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(w[g] + F::kMinPairs + 64 * p), pair);
+          }
+          const __m512 dmin_neg = _mm512_load_ps(w[g] + F::kD + 64);
+          _mm512_store_ps(acc[g][r], packed_q4_k::add_super_block<Avx512Folded>(_mm512_load_ps(acc[g][r]), sum[g][r],
+                                                                                mins, d, dmin_neg, x_scale));
+        } else {
+          _mm512_store_ps(acc[g][r],
+                          _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[g][r]), _mm512_mul_ps(d, _mm512_set1_ps(x_scale)),
+                                          _mm512_load_ps(acc[g][r])));
+        }
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    for (int r = 0; r < rows; ++r) _mm512_storeu_ps(a.y + (m0 + r) * a.y_stride + n0[g], _mm512_load_ps(acc[g][r]));
+  }
+}
+
+// G groups (from n0[0], n0[1]...) for one slice: their sections folded into `panels`, then every
+// tile of x's slice against them.
+template <DType T, int G>
+void folded_groups(const MatmulArgs& a, const int64_t (&n0)[G], int64_t s0, int64_t count, uint8_t* panels,
+                   const uint8_t* x_slice) {
+  using F = Folded<T>;
+  const size_t group_bytes = a.w_row_bytes * kPackedRows;
+  const uint8_t* panel[G];
+  for (int g = 0; g < G; ++g) {
+    const uint8_t* group = a.w + static_cast<size_t>(n0[g] / kPackedRows) * group_bytes;
+    uint8_t* out = panels + g * F::kSlice * F::kSuper;
+    for (int64_t i = 0; i < count; ++i) fold_section<T>(group + (s0 + i) * F::kSection, out + i * F::kSuper);
+    panel[g] = out;
+  }
+  const int64_t tiles = (a.M + kTileRows - 1) / kTileRows;
+  for (int64_t t = 0; t < tiles; ++t) {
+    folded_tile<T, G>(a, t * kTileRows, n0, panel, x_slice + t * F::kSlice * F::kXSuper, count);
+  }
+}
+
+// y zeroed, then per slice of super-blocks x's tiles copied and every pair of groups (then a last
+// group) folded and multiplied, then the bias: each output's super-blocks in increasing order.
+// Each thread copies x's slice for itself (the threads split N).
+template <DType T>
+void folded_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  using F = Folded<T>;
+  const int64_t supers = a.K / kQK_K, tiles = (a.M + kTileRows - 1) / kTileRows;
+  const auto panel_bytes = static_cast<size_t>(2 * F::kSlice * F::kSuper);
+  uint8_t* panels = aligned_scratch(panel_bytes + static_cast<size_t>(tiles * F::kSlice * F::kXSuper));
+  uint8_t* x_slice = panels + panel_bytes;
+  for (int64_t m = 0; m < a.M; ++m) {
+    for (int64_t n = n_begin; n < n_end; n += 16) _mm512_storeu_ps(a.y + m * a.y_stride + n, _mm512_setzero_ps());
+  }
+  for (int64_t s0 = 0; s0 < supers; s0 += F::kSlice) {
+    const int64_t count = supers - s0 < F::kSlice ? supers - s0 : F::kSlice;
+    pack_x_slice<T>(a, s0, count, x_slice);
+    int64_t n = n_begin;
+    for (; n + 2 * kPackedRows <= n_end; n += 2 * kPackedRows) {
+      const int64_t n0[2] = {n, n + kPackedRows};
+      folded_groups<T, 2>(a, n0, s0, count, panels, x_slice);
+    }
+    if (n < n_end) {
+      const int64_t n0[1] = {n};
+      folded_groups<T, 1>(a, n0, s0, count, panels, x_slice);
+    }
+  }
+  if (a.bias != nullptr) {
+    for (int64_t m = 0; m < a.M; ++m) {
+      for (int64_t n = n_begin; n < n_end; n += 16) {
+        float* y = a.y + m * a.y_stride + n;
+        _mm512_storeu_ps(y, _mm512_add_ps(_mm512_loadu_ps(y), _mm512_loadu_ps(a.bias + n)));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_folded(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (a.w_type == DType::Q2_K) return folded_matmul<DType::Q2_K>(a, n_begin, n_end);
+  if (a.w_type == DType::Q3_K) return folded_matmul<DType::Q3_K>(a, n_begin, n_end);
+  folded_matmul<DType::Q6_K>(a, n_begin, n_end);
+}
+
+}  // namespace ferry::kernels::cpu
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#endif  // x86-64 with GCC or Clang
