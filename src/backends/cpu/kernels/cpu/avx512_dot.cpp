@@ -4,7 +4,7 @@
 //               products summed in fours, exact), where avx512 widens the bytes to int16 first and
 //               takes one block per instruction; the k-quants by simd_blocks.h's code with the
 //               scale products summed by vpdpwssd; the packed layouts' own loops, and batches of
-//               packed q2_k, q3_k and q6_k by avx512_folded.cpp's panels;
+//               packed k-quants by avx512_folded.cpp's panels;
 //   avx512bf16: also bf16 weights against x rounded to bf16 by vdpbf16ps (32 products per
 //               instruction, no widening), as llama.cpp multiplies bf16 weights on every CPU.
 // Everything else (f32 activations, attention, conversions) is the avx512 level's own code (its
@@ -746,25 +746,6 @@ void panel_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 // The instantiation tag of packed_q4_k.h's helpers in this file.
 struct Avx512Dot {};
 
-// Sub-block J's values in unit c (elements 32J + 4c..) of a packed q4_k or q5_k section, the 16
-// rows' 4 bytes each, unsigned: even J the low nibbles, odd J the high ones (q4_k: kept in place,
-// 16 q; q5_k: shifted down), q5_k's fifth bit from its qh unit put in above them (16-bit shifts of
-// at most 4: the bit stays in its byte).
-template <DType T, int J>
-inline __m512i k4_values(const uint8_t* section, int c) {
-  constexpr int kP = J / 2;
-  constexpr int64_t kQuants = T == DType::Q5_K ? kPackedQ5KQuants : kPackedQ4KQuants;
-  const __m512i w = _mm512_loadu_si512(section + kQuants + (8 * kP + c) * 64);
-  if constexpr (T == DType::Q5_K) {
-    const __m512i h = _mm512_loadu_si512(section + kPackedQ5KHigh + c * 64);
-    const __m512i nibble = J % 2 == 0 ? w : _mm512_srli_epi16(w, 4);
-    return _mm512_or_si512(_mm512_and_si512(nibble, _mm512_set1_epi8(0x0F)),
-                           _mm512_and_si512(shift_epi16<4 - J>(h), _mm512_set1_epi8(0x10)));
-  } else {
-    return _mm512_and_si512(w, _mm512_set1_epi8(static_cast<char>(J % 2 == 0 ? 0x0F : 0xF0)));
-  }
-}
-
 // x's four sub-block sum pairs (packed_q4_k::x_sum_pair) of row m, super-block s, [4].
 inline void k4_x_pairs(const MatmulArgs& a, int64_t m, int64_t s, int32_t* out) {
   const int16_t* bsum = a.xq_bsum + m * (a.K / 16) + s * 16;
@@ -799,20 +780,6 @@ struct K4Rows {
     }
   }
 };
-
-// The int32 factors of a packed q4_k / q5_k section's 16 rows, [12][16]: the scales sc_j of
-// sub-blocks 0..7, then the mins as int16 pairs (packed_q4_k::min_pair) of pairs 0..3.
-constexpr int64_t kK4FactorRows = 12;
-inline void k4_factors(const uint8_t* section, int32_t* out) {
-  using S = Avx512Dot;
-  const packed_q4_k::Scales sc = packed_q4_k::scales<S>(section);
-  auto store = [&](auto J) {
-    constexpr int kJ = decltype(J)::value;
-    _mm512_storeu_si512(out + kJ * kPackedRows, packed_q4_k::ints<S, kJ>(sc.sc));
-    if constexpr (kJ < 4) _mm512_storeu_si512(out + (8 + kJ) * kPackedRows, packed_q4_k::min_pair<S, kJ>(sc.m));
-  };
-  blocks::unroll<0, 8>(store);
-}
 
 // One section's factors decoded on the stack (decode: each section is read once).
 struct K4Factors {
@@ -1331,11 +1298,11 @@ void packed_group(const MatmulArgs& a, int64_t m0, const uint8_t* group, int64_t
 // One row of x (decode) reads every weight once and is bound by memory: it takes kStreams groups
 // at once from kStreams equal parts of the range, so as many sequential streams are in flight.
 // More rows: the blocks of 32 and iq4_xs by x's panels (panel_matmul; the level packs x into them for
-// every batch, pack_x), else a row at a time; q4_k and q5_k two groups and four rows of x at a time
-// (k4_batch_groups); q2_k, q3_k and q6_k from kFoldedMinRows rows by the folded panels
-// (avx512_folded.cpp), below that one group at a time, eight rows of x at a time (then four, then
-// the rest), so each 64 bytes of weights loaded serve eight rows, and eight rows' sums (sixteen
-// chains for q6_k) hide vpdpbusd's latency.
+// every batch, pack_x), else a row at a time; the k-quants from kFoldedMinRows rows by the folded
+// panels (avx512_folded.cpp), below that q4_k and q5_k two groups and four rows of x at a time
+// (k4_batch_groups), q2_k, q3_k and q6_k one group at a time, eight rows of x at a time (then four,
+// then the rest), so each 64 bytes of weights loaded serve eight rows, and eight rows' sums
+// (sixteen chains for q6_k) hide vpdpbusd's latency.
 template <DType T>
 void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if constexpr (takes_panels(T)) {
@@ -1362,6 +1329,7 @@ void packed_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   } else if constexpr (T == DType::Q2_K || T == DType::Q3_K || T == DType::Q6_K) {
     if (a.M >= kFoldedMinRows) return matmul_folded(a, n_begin, n_end);
   } else if constexpr (T == DType::Q4_K || T == DType::Q5_K) {
+    if (a.M >= kFoldedMinRows) return matmul_folded(a, n_begin, n_end);
     // Scratch: two groups' factors, then x's sub-block sum pairs for every row, made once here.
     const int64_t supers = a.K / kQK_K;
     const int64_t factor_ints = 2 * supers * kK4FactorRows * kPackedRows;

@@ -1,20 +1,21 @@
-// Batches against packed q2_k, q3_k and q6_k at the AVX-512 VNNI levels, with each sub-block's
-// scale folded into its weights. The packed loops (avx512_dot.cpp) scale each sub-block's dot
-// product on its own: with sub-blocks of 16, a vpdpwssd (q2_k, q3_k) or a vpmulld's two micro-ops
-// (q6_k) per 4 vpdpbusd, on the ports vpdpbusd issues on, beside the values' unpacking per tile of
-// rows; they ran at 0.28-0.34 of vpdpbusd's peak. Here each slice of super-blocks of two groups is
-// rewritten once per batch into a panel of w' = scale * q per element, exact integers:
-//   q2_k: sc_j * q (0..45) and q3_k: (sc_j - 32) * (q - 4) + 124 (0..252), as unsigned bytes, against
-//         x's bytes by vpdpbusd (q3_k's chains started from -124 * x's super-block sum);
+// Batches against the packed k-quants at the AVX-512 VNNI levels, from per-batch panels of their
+// quants unpacked. The packed loops (avx512_dot.cpp) unpack each unit's values per tile of rows and
+// scale each sub-block's dot product on its own: with sub-blocks of 16, a vpdpwssd (q2_k, q3_k) or
+// a vpmulld's two micro-ops (q6_k) per 4 vpdpbusd, on the ports vpdpbusd issues on; they ran at
+// 0.28-0.34 of vpdpbusd's peak (q4_k 0.44, q5_k 0.35). Here each slice of super-blocks of two
+// groups is rewritten once per batch into a panel, unit u holding elements 4u.. (q6_k: 2u..) of the
+// 16 rows:
+//   q2_k: sc_j * q (0..45) and q3_k: (sc_j - 32) * (q - 4) + 124 (0..252), exact, as unsigned bytes,
+//         against x's bytes by vpdpbusd (q3_k's chains started from -124 * x's super-block sum);
 //   q6_k: sc_j * (q - 32) (|.| <= 4096) as int16, against x widened to int16 by vpdpwssd (two
-//         products a lane where vpdpbusd takes four, but nothing else per sub-block).
-// Every row of x then takes a super-block's exact sum_j scale_j * (w_j . x_j) from one chain (64
-// vpdpbusd, or 128 vpdpwssd), then the packed loops' f32 steps per super-block: the same integers
-// and the same steps, so the same bits. x is copied per slice into tiles of 8 rows, [unit][row][4
-// bytes], so a tile's broadcasts of a unit read 32 adjacent bytes (x's rows are K apart, and 8 of
-// them in one L1 set beside the panel missed).
-#include "backends/cpu/kernels/cpu/avx512_folded.h"
-
+//         products a lane where vpdpbusd takes four, but nothing else per sub-block);
+//   q4_k, q5_k: q as unsigned bytes, their scales (int32), min pairs, d and -dmin beside them, each
+//         sub-block of 32's dot product still times its scale by vpmulld (sc * q would need 11 bits).
+// The scaled types' rows then take a super-block's exact sum_j scale_j * (w_j . x_j) from one
+// chain (64 vpdpbusd, or 128 vpdpwssd); q4_k and q5_k one chain per sub-block. Then the packed
+// loops' f32 steps per super-block: the same integers and the same steps, so the same bits. x is
+// copied per slice into tiles of 8 rows, [unit][row][4 bytes], so a tile's broadcasts of a unit
+// read 32 adjacent bytes (x's rows are K apart: 8 of them share one L1 set).
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -61,22 +62,27 @@ constexpr int kTileRows = 8;  // rows of x per tile: with two groups, 16 chains
 template <DType T>
 struct Folded {
   static constexpr bool kInt16 = T == DType::Q6_K;
-  static constexpr int kUnits = kInt16 ? 128 : 64;   // 64-byte units per group and super-block
-  static constexpr int64_t kSlice = kInt16 ? 2 : 4;  // super-blocks per panel: two groups' in 32 KB
+  static constexpr bool kK4 = T == DType::Q4_K || T == DType::Q5_K;  // scales per sub-block of 32, kept
+  static constexpr int kUnits = kInt16 ? 128 : 64;                   // 64-byte units per group and super-block
+  static constexpr int64_t kSlice = kInt16 ? 2 : 4;                  // super-blocks per panel: two groups' in 32-40 KB
   static constexpr int64_t kSection = T == DType::Q2_K   ? kPackedQ2KSection
                                       : T == DType::Q3_K ? kPackedQ3KSection
+                                      : T == DType::Q4_K ? kPackedQ4KSection
+                                      : T == DType::Q5_K ? kPackedQ5KSection
                                                          : kPackedQ6KSection;
-  // A group's folded super-block: the units, then q2_k's 8 min pairs (q2_k_min_pair), then d (and
-  // q2_k's -dmin) as f32.
-  static constexpr int64_t kMinPairs = kUnits * 64;
-  static constexpr int64_t kD = kMinPairs + (T == DType::Q2_K ? 8 * 64 : 0);
-  static constexpr int64_t kSuper = kD + (T == DType::Q2_K ? 2 * 64 : 64);
+  // A group's folded super-block: the units, then q4_k / q5_k's 8 scale vectors (int32), then q2_k's
+  // 8 or q4_k / q5_k's 4 min pairs (q2_k_min_pair, k4_factors), then d (and the mins' -dmin) as f32.
+  static constexpr int64_t kScales = kUnits * 64;
+  static constexpr int64_t kMinPairs = kScales + (kK4 ? 8 * 64 : 0);
+  static constexpr int kPairs = T == DType::Q2_K ? 8 : kK4 ? 4 : 0;
+  static constexpr int64_t kD = kMinPairs + kPairs * 64;
+  static constexpr int64_t kSuper = kD + (kPairs > 0 ? 2 * 64 : 64);
   // A tile's x for one super-block: the units [unit][row][4 bytes], then the rows' q8_K scales
-  // (f32), q3_k's chain starts (int32), q2_k's sub-block sum pairs [pair][row] (int32).
+  // (f32), q3_k's chain starts (int32), the mins' sub-block sum pairs [pair][row] (int32).
   static constexpr int64_t kXScales = kUnits * kTileRows * 4;
   static constexpr int64_t kXStarts = kXScales + kTileRows * 4;
   static constexpr int64_t kXPairs = kXStarts + (T == DType::Q3_K ? kTileRows * 4 : 0);
-  static constexpr int64_t kXSuper = (kXPairs + (T == DType::Q2_K ? 8 * kTileRows * 4 : 0) + 63) / 64 * 64;
+  static constexpr int64_t kXSuper = (kXPairs + kPairs * kTileRows * 4 + 63) / 64 * 64;
 };
 
 // One q2_k or q3_k section's folded super-block (Folded<T>::kSuper bytes at out): unit u holds
@@ -163,9 +169,30 @@ void fold_q6_k_section(const uint8_t* section, uint8_t* out) {
   _mm512_store_ps(out + F::kD, packed_q4_k::d<Avx512Folded>(section));
 }
 
+// One q4_k or q5_k section's super-block: unit u holds elements 4u..4u+3 of the 16 rows as
+// unsigned bytes (q, 0..15 or 0..31), the scales, min pairs, d and -dmin beside them.
+template <DType T>
+void fold_k4_section(const uint8_t* section, uint8_t* out) {
+  using F = Folded<T>;
+  auto sub_block = [&](auto J) {
+    constexpr int kJ = decltype(J)::value;
+    for (int c = 0; c < 8; ++c) {
+      __m512i v = k4_values<T, kJ>(section, c);
+      if constexpr (T == DType::Q4_K && kJ % 2 == 1) v = _mm512_srli_epi16(v, 4);  // q4_k's high nibbles down
+      _mm512_store_si512(out + (8 * kJ + c) * 64, v);
+    }
+  };
+  unroll<0, 8>(sub_block);
+  k4_factors(section, reinterpret_cast<int32_t*>(out + F::kScales));
+  _mm512_store_ps(out + F::kD, packed_q4_k::d<Avx512Folded>(section));
+  _mm512_store_ps(out + F::kD + 64, packed_q4_k::dmin_neg<Avx512Folded>(section));
+}
+
 template <DType T>
 void fold_section(const uint8_t* section, uint8_t* out) {
-  if constexpr (T == DType::Q6_K) {
+  if constexpr (Folded<T>::kK4) {
+    fold_k4_section<T>(section, out);
+  } else if constexpr (T == DType::Q6_K) {
     fold_q6_k_section(section, out);
   } else {
     fold_k16_section<T>(section, out);
@@ -205,9 +232,7 @@ void pack_x_slice(const MatmulArgs& a, int64_t s0, int64_t count, uint8_t* out) 
       for (int r = 0; r < kTileRows; ++r) {
         scale[r] = 0.0f;
         if constexpr (T == DType::Q3_K) start[r] = 0;
-        if constexpr (T == DType::Q2_K) {
-          for (int p = 0; p < 8; ++p) pair[p * kTileRows + r] = 0;
-        }
+        for (int p = 0; p < F::kPairs; ++p) pair[p * kTileRows + r] = 0;
         if (r >= rows) continue;
         const int16_t* bsum = a.xq_bsum + (m0 + r) * (a.K / 16) + s * 16;
         scale[r] = a.xq_scale[(m0 + r) * supers + s];
@@ -218,6 +243,9 @@ void pack_x_slice(const MatmulArgs& a, int64_t s0, int64_t count, uint8_t* out) 
         }
         if constexpr (T == DType::Q2_K) {
           for (int p = 0; p < 8; ++p) std::memcpy(&pair[p * kTileRows + r], bsum + 2 * p, 4);
+        }
+        if constexpr (F::kK4) {
+          for (int p = 0; p < 4; ++p) pair[p * kTileRows + r] = packed_q4_k::x_sum_pair<Avx512Folded>(bsum, p);
         }
       }
     }
@@ -257,6 +285,8 @@ void folded_tile(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], const 
         __m512i wu[G];
         for (int g = 0; g < G; ++g) wu[g] = _mm512_load_si512(w[g] + 64 * u);
         for (int r = 0; r < kTileRows; ++r) {
+          // One broadcast for both groups (from the instruction's memory operand each, loading x
+          // twice: q3_k 0.67 of the peak against 0.73-0.77, q2_k half as fast).
           const __m512i xv = broadcast4(reinterpret_cast<const int8_t*>(x + (u * kTileRows + r) * 4));
           for (int g = 0; g < G; ++g) {
             sum[g][r] =
@@ -293,6 +323,57 @@ void folded_tile(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], const 
   }
 }
 
+// The q4_k / q5_k tile: per group, per super-block and sub-block of 32, each row's dot product by
+// a chain of 8 vpdpbusd, times its scale sc_j (vpmulld) into the super-block's exact int32 sum;
+// the mins' sum by vpdpwssd; then add_super_block's two f32 steps, as packed_k4_batch.
+template <DType T, int G>
+void folded_k4_tile(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], const uint8_t* const (&panel)[G],
+                    const uint8_t* x_tile, int64_t count) {
+  using F = Folded<T>;
+  const int64_t rows = a.M - m0 < kTileRows ? a.M - m0 : kTileRows;
+  for (int g = 0; g < G; ++g) {
+    alignas(64) float acc[kTileRows][16];
+    for (int r = 0; r < kTileRows; ++r) {
+      _mm512_store_ps(acc[r], r < rows ? _mm512_loadu_ps(a.y + (m0 + r) * a.y_stride + n0[g]) : _mm512_setzero_ps());
+    }
+    for (int64_t i = 0; i < count; ++i) {
+      const uint8_t* x = x_tile + i * F::kXSuper;
+      const uint8_t* w = panel[g] + i * F::kSuper;
+      __m512i sum[kTileRows];
+      for (int r = 0; r < kTileRows; ++r) sum[r] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+      for (int j = 0; j < 8; ++j) {
+        __m512i dot[kTileRows];
+        for (int r = 0; r < kTileRows; ++r) dot[r] = _mm512_setzero_si512();
+        auto unit = [&](auto C) {
+          const int u = 8 * j + decltype(C)::value;
+          const __m512i wu = _mm512_load_si512(w + 64 * u);
+          for (int r = 0; r < kTileRows; ++r) {
+            dot[r] = dpbusd_broadcast(dot[r], wu, x + (u * kTileRows + r) * 4);
+          }
+        };
+        unroll<0, 8>(unit);
+        const __m512i sc = _mm512_load_si512(w + F::kScales + 64 * j);
+        for (int r = 0; r < kTileRows; ++r) sum[r] = _mm512_add_epi32(sum[r], _mm512_mullo_epi32(dot[r], sc));
+      }
+      const __m512 d = _mm512_load_ps(w + F::kD);
+      const __m512 dmin_neg = _mm512_load_ps(w + F::kD + 64);
+      for (int r = 0; r < kTileRows; ++r) {
+        float x_scale;
+        std::memcpy(&x_scale, x + F::kXScales + 4 * r, 4);
+        __m512i mins = _mm512_setzero_si512();
+        for (int p = 0; p < 4; ++p) {
+          const __m512i pair = broadcast4(reinterpret_cast<const int8_t*>(x + F::kXPairs + (p * kTileRows + r) * 4));
+          mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(w + F::kMinPairs + 64 * p), pair);
+        }
+        _mm512_store_ps(acc[r], packed_q4_k::add_super_block<Avx512Folded>(_mm512_load_ps(acc[r]), sum[r], mins, d,
+                                                                           dmin_neg, x_scale));
+      }
+    }
+    for (int r = 0; r < rows; ++r) _mm512_storeu_ps(a.y + (m0 + r) * a.y_stride + n0[g], _mm512_load_ps(acc[r]));
+  }
+}
+
 // G groups (from n0[0], n0[1]...) for one slice: their sections folded into `panels`, then every
 // tile of x's slice against them.
 template <DType T, int G>
@@ -309,7 +390,12 @@ void folded_groups(const MatmulArgs& a, const int64_t (&n0)[G], int64_t s0, int6
   }
   const int64_t tiles = (a.M + kTileRows - 1) / kTileRows;
   for (int64_t t = 0; t < tiles; ++t) {
-    folded_tile<T, G>(a, t * kTileRows, n0, panel, x_slice + t * F::kSlice * F::kXSuper, count);
+    const uint8_t* x_tile = x_slice + t * F::kSlice * F::kXSuper;
+    if constexpr (F::kK4) {
+      folded_k4_tile<T, G>(a, t * kTileRows, n0, panel, x_tile, count);
+    } else {
+      folded_tile<T, G>(a, t * kTileRows, n0, panel, x_tile, count);
+    }
   }
 }
 
@@ -354,6 +440,8 @@ void folded_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 void matmul_folded(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (a.w_type == DType::Q2_K) return folded_matmul<DType::Q2_K>(a, n_begin, n_end);
   if (a.w_type == DType::Q3_K) return folded_matmul<DType::Q3_K>(a, n_begin, n_end);
+  if (a.w_type == DType::Q4_K) return folded_matmul<DType::Q4_K>(a, n_begin, n_end);
+  if (a.w_type == DType::Q5_K) return folded_matmul<DType::Q5_K>(a, n_begin, n_end);
   folded_matmul<DType::Q6_K>(a, n_begin, n_end);
 }
 
