@@ -405,6 +405,7 @@ void folded_groups(const MatmulArgs& a, const int64_t (&n0)[G], int64_t s0, int6
 template <DType T>
 void folded_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   using F = Folded<T>;
+  if (n_begin >= n_end) return;
   const int64_t supers = a.K / kQK_K, tiles = (a.M + kTileRows - 1) / kTileRows;
   const auto panel_bytes = static_cast<size_t>(2 * F::kSlice * F::kSuper);
   uint8_t* panels = aligned_scratch(panel_bytes + static_cast<size_t>(tiles * F::kSlice * F::kXSuper));
