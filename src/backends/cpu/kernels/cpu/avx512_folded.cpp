@@ -2,7 +2,7 @@
 // quants unpacked. The packed loops (avx512_dot.cpp) unpack each unit's values per tile of rows and
 // scale each sub-block's dot product on its own: with sub-blocks of 16, a vpdpwssd (q2_k, q3_k) or
 // a vpmulld's two micro-ops (q6_k) per 4 vpdpbusd, on the ports vpdpbusd issues on; they ran at
-// 0.28-0.34 of vpdpbusd's peak (q4_k 0.44, q5_k 0.35). Here each slice of super-blocks of two
+// 0.22-0.34 of vpdpbusd's peak at 512 rows (q4_k 0.40-0.45, q5_k 0.33-0.35). Here each slice of super-blocks of two
 // groups is rewritten once per batch into a panel, unit u holding elements 4u.. (q6_k: 2u..) of the
 // 16 rows:
 //   q2_k: sc_j * q (0..45) and q3_k: (sc_j - 32) * (q - 4) + 124 (0..252), exact, as unsigned bytes,
