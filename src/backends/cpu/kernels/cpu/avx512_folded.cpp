@@ -16,27 +16,14 @@
 // loops' f32 steps per super-block: the same integers and the same steps, so the same bits. x is
 // copied per slice into tiles of 8 rows, [unit][row][4 bytes], so a tile's broadcasts of a unit
 // read 32 adjacent bytes (x's rows are K apart: 8 of them share one L1 set).
+#include "backends/cpu/kernels/cpu/avx512_folded.h"
+
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
+#include "backends/cpu/kernels/cpu/folded_panels.h"
 #include "backends/cpu/kernels/cpu/packed_weights.h"
 #include "backends/cpu/kernels/cpu/x86_intrinsics.h"
-
-namespace ferry::kernels::cpu {
-namespace {
-
-// This thread's buffer of at least n bytes, 64-byte aligned, here before the target region: std::
-// templates instantiated in it would be compiled for AVX-512.
-[[maybe_unused]] uint8_t* aligned_scratch(size_t n) {
-  thread_local std::vector<uint8_t> buffer;
-  if (buffer.size() < n + 64) buffer.resize(n + 64);
-  const auto at = reinterpret_cast<uintptr_t>(buffer.data());
-  return buffer.data() + ((64 - at % 64) % 64);
-}
-
-}  // namespace
-}  // namespace ferry::kernels::cpu
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 
@@ -60,30 +47,7 @@ struct Avx512Folded {};  // packed_q4_k.h's instantiation tag in this file
 constexpr int kTileRows = 8;  // rows of x per tile: with two groups, 16 chains
 
 template <DType T>
-struct Folded {
-  static constexpr bool kInt16 = T == DType::Q6_K;
-  static constexpr bool kK4 = T == DType::Q4_K || T == DType::Q5_K;  // scales per sub-block of 32, kept
-  static constexpr int kUnits = kInt16 ? 128 : 64;                   // 64-byte units per group and super-block
-  static constexpr int64_t kSlice = kInt16 ? 2 : 4;                  // super-blocks per panel: two groups' in 32-40 KB
-  static constexpr int64_t kSection = T == DType::Q2_K   ? kPackedQ2KSection
-                                      : T == DType::Q3_K ? kPackedQ3KSection
-                                      : T == DType::Q4_K ? kPackedQ4KSection
-                                      : T == DType::Q5_K ? kPackedQ5KSection
-                                                         : kPackedQ6KSection;
-  // A group's folded super-block: the units, then q4_k / q5_k's 8 scale vectors (int32), then q2_k's
-  // 8 or q4_k / q5_k's 4 min pairs (q2_k_min_pair, k4_factors), then d (and the mins' -dmin) as f32.
-  static constexpr int64_t kScales = kUnits * 64;
-  static constexpr int64_t kMinPairs = kScales + (kK4 ? 8 * 64 : 0);
-  static constexpr int kPairs = T == DType::Q2_K ? 8 : kK4 ? 4 : 0;
-  static constexpr int64_t kD = kMinPairs + kPairs * 64;
-  static constexpr int64_t kSuper = kD + (kPairs > 0 ? 2 * 64 : 64);
-  // A tile's x for one super-block: the units [unit][row][4 bytes], then the rows' q8_K scales
-  // (f32), q3_k's chain starts (int32), the mins' sub-block sum pairs [pair][row] (int32).
-  static constexpr int64_t kXScales = kUnits * kTileRows * 4;
-  static constexpr int64_t kXStarts = kXScales + kTileRows * 4;
-  static constexpr int64_t kXPairs = kXStarts + (T == DType::Q3_K ? kTileRows * 4 : 0);
-  static constexpr int64_t kXSuper = (kXPairs + kPairs * kTileRows * 4 + 63) / 64 * 64;
-};
+using Folded = folded::Layout<T, kTileRows>;
 
 // One q2_k or q3_k section's folded super-block (Folded<T>::kSuper bytes at out): unit u holds
 // elements 4u..4u+3 of the 16 rows, 4 bytes a row, as vpdpbusd's unsigned bytes.
@@ -204,7 +168,7 @@ void fold_section(const uint8_t* section, uint8_t* out) {
 template <DType T>
 void pack_x_slice(const MatmulArgs& a, int64_t s0, int64_t count, uint8_t* out) {
   using F = Folded<T>;
-  const int64_t supers = a.K / kQK_K, tiles = (a.M + kTileRows - 1) / kTileRows;
+  const int64_t tiles = (a.M + kTileRows - 1) / kTileRows;
   const __m256i row_offsets =
       _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int32_t>(a.K)));
   // int16: the 8 rows' four widened bytes (two pairs) reordered so the first pairs come first.
@@ -226,26 +190,15 @@ void pack_x_slice(const MatmulArgs& a, int64_t s0, int64_t count, uint8_t* out) 
           _mm256_store_si256(reinterpret_cast<__m256i*>(o + u * 32), four);
         }
       }
-      auto* scale = reinterpret_cast<float*>(o + F::kXScales);
-      [[maybe_unused]] auto* start = reinterpret_cast<int32_t*>(o + F::kXStarts);
-      [[maybe_unused]] auto* pair = reinterpret_cast<int32_t*>(o + F::kXPairs);
-      for (int r = 0; r < kTileRows; ++r) {
-        scale[r] = 0.0f;
-        if constexpr (T == DType::Q3_K) start[r] = 0;
-        for (int p = 0; p < F::kPairs; ++p) pair[p * kTileRows + r] = 0;
-        if (r >= rows) continue;
-        const int16_t* bsum = a.xq_bsum + (m0 + r) * (a.K / 16) + s * 16;
-        scale[r] = a.xq_scale[(m0 + r) * supers + s];
-        if constexpr (T == DType::Q3_K) {
-          int32_t total = 0;
-          for (int j = 0; j < 16; ++j) total += bsum[j];
-          start[r] = -124 * total;
-        }
-        if constexpr (T == DType::Q2_K) {
-          for (int p = 0; p < 8; ++p) std::memcpy(&pair[p * kTileRows + r], bsum + 2 * p, 4);
-        }
-        if constexpr (F::kK4) {
-          for (int p = 0; p < 4; ++p) pair[p * kTileRows + r] = packed_q4_k::x_sum_pair<Avx512Folded>(bsum, p);
+      auto* pair = reinterpret_cast<int32_t*>(o + F::kXPairs);
+      folded::x_factors<T>(a, m0, kTileRows, s, reinterpret_cast<float*>(o + F::kXScales),
+                           reinterpret_cast<int32_t*>(o + F::kXStarts), pair);
+      if constexpr (F::kK4) {  // q4_k / q5_k: 4 pairs of sums of 32
+        for (int r = 0; r < kTileRows; ++r) {
+          for (int p = 0; p < 4; ++p) {
+            pair[p * kTileRows + r] =
+                r < rows ? packed_q4_k::x_sum_pair<Avx512Folded>(a.xq_bsum + (m0 + r) * (a.K / 16) + s * 16, p) : 0;
+          }
         }
       }
     }
@@ -408,11 +361,9 @@ void folded_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   if (n_begin >= n_end) return;
   const int64_t supers = a.K / kQK_K, tiles = (a.M + kTileRows - 1) / kTileRows;
   const auto panel_bytes = static_cast<size_t>(2 * F::kSlice * F::kSuper);
-  uint8_t* panels = aligned_scratch(panel_bytes + static_cast<size_t>(tiles * F::kSlice * F::kXSuper));
+  uint8_t* panels = folded::aligned_scratch(panel_bytes + static_cast<size_t>(tiles * F::kSlice * F::kXSuper));
   uint8_t* x_slice = panels + panel_bytes;
-  for (int64_t m = 0; m < a.M; ++m) {
-    for (int64_t n = n_begin; n < n_end; n += 16) _mm512_storeu_ps(a.y + m * a.y_stride + n, _mm512_setzero_ps());
-  }
+  folded::zero_outputs(a, n_begin, n_end);
   for (int64_t s0 = 0; s0 < supers; s0 += F::kSlice) {
     const int64_t count = supers - s0 < F::kSlice ? supers - s0 : F::kSlice;
     pack_x_slice<T>(a, s0, count, x_slice);
@@ -426,14 +377,7 @@ void folded_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
       folded_groups<T, 1>(a, n0, s0, count, panels, x_slice);
     }
   }
-  if (a.bias != nullptr) {
-    for (int64_t m = 0; m < a.M; ++m) {
-      for (int64_t n = n_begin; n < n_end; n += 16) {
-        float* y = a.y + m * a.y_stride + n;
-        _mm512_storeu_ps(y, _mm512_add_ps(_mm512_loadu_ps(y), _mm512_loadu_ps(a.bias + n)));
-      }
-    }
-  }
+  folded::add_bias(a, n_begin, n_end);
 }
 
 }  // namespace

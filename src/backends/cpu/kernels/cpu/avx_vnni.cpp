@@ -4,27 +4,12 @@
 // panels (folded_256 below). Everything else is the avx2 level's.
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "backends/cpu/kernels/cpu/avx2_packed.h"
+#include "backends/cpu/kernels/cpu/folded_panels.h"
 #include "backends/cpu/kernels/cpu/isa.h"
 #include "backends/cpu/kernels/cpu/packed_weights.h"
 #include "backends/cpu/kernels/cpu/x86_intrinsics.h"
-
-namespace ferry::kernels::cpu {
-namespace {
-
-// This thread's buffer of at least n bytes, 64-byte aligned, here before the target region: std::
-// templates instantiated in it would be compiled for AVX-VNNI.
-[[maybe_unused]] uint8_t* aligned_scratch(size_t n) {
-  thread_local std::vector<uint8_t> buffer;
-  if (buffer.size() < n + 64) buffer.resize(n + 64);
-  const auto at = reinterpret_cast<uintptr_t>(buffer.data());
-  return buffer.data() + ((64 - at % 64) % 64);
-}
-
-}  // namespace
-}  // namespace ferry::kernels::cpu
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FERRY_HAVE_AVX_VNNI 1
@@ -60,21 +45,10 @@ using packed_blocks_256::broadcast4;
 using packed_blocks_256::shift_epi16;
 
 constexpr int kRows = 6;
-constexpr int64_t kSlice = 4;     // super-blocks per panel: 16-19 KB a group
 constexpr int64_t kMinRows = 16;  // from here (measured: q3_k 0.29-0.36 -> 0.47-0.51 of the peak at 16 rows)
 
 template <DType T>
-struct Folded {
-  static constexpr int64_t kSection = T == DType::Q2_K ? kPackedQ2KSection : kPackedQ3KSection;
-  static constexpr int kPairs = T == DType::Q2_K ? 8 : 0;
-  static constexpr int64_t kMinPairs = 64 * 64;
-  static constexpr int64_t kD = kMinPairs + kPairs * 64;
-  static constexpr int64_t kSuper = kD + (kPairs > 0 ? 2 * 64 : 64);
-  static constexpr int64_t kXScales = 64 * kRows * 4;
-  static constexpr int64_t kXStarts = kXScales + kRows * 4;
-  static constexpr int64_t kXPairs = kXStarts + (T == DType::Q3_K ? kRows * 4 : 0);
-  static constexpr int64_t kXSuper = (kXPairs + kPairs * kRows * 4 + 63) / 64 * 64;
-};
+using Folded = folded::Layout<T, kRows>;
 
 template <DType T>
 void fold_section(const uint8_t* section, uint8_t* out) {
@@ -139,7 +113,7 @@ void fold_section(const uint8_t* section, uint8_t* out) {
 template <DType T>
 void pack_x_slice(const MatmulArgs& a, int64_t s0, int64_t count, uint8_t* out) {
   using F = Folded<T>;
-  const int64_t supers = a.K / kQK_K, tiles = (a.M + kRows - 1) / kRows;
+  const int64_t tiles = (a.M + kRows - 1) / kRows;
   const __m256i row_offsets =
       _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 0, 0), _mm256_set1_epi32(static_cast<int32_t>(a.K)));
   for (int64_t t = 0; t < tiles; ++t) {
@@ -150,32 +124,15 @@ void pack_x_slice(const MatmulArgs& a, int64_t s0, int64_t count, uint8_t* out) 
     const __m256i stored = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
     for (int64_t i = 0; i < count; ++i) {
       const int64_t s = s0 + i;
-      uint8_t* o = out + (t * kSlice + i) * F::kXSuper;
+      uint8_t* o = out + (t * F::kSlice + i) * F::kXSuper;
       const int8_t* x = a.xq + m0 * a.K + s * kQK_K;
       for (int u = 0; u < kQK_K / 4; ++u) {
         const __m256i four = _mm256_mask_i32gather_epi32(
             _mm256_setzero_si256(), reinterpret_cast<const int*>(x + 4 * u), row_offsets, valid, 1);
         _mm256_maskstore_epi32(reinterpret_cast<int*>(o + u * kRows * 4), stored, four);
       }
-      auto* scale = reinterpret_cast<float*>(o + F::kXScales);
-      [[maybe_unused]] auto* start = reinterpret_cast<int32_t*>(o + F::kXStarts);
-      [[maybe_unused]] auto* pair = reinterpret_cast<int32_t*>(o + F::kXPairs);
-      for (int r = 0; r < kRows; ++r) {
-        scale[r] = 0.0f;
-        if constexpr (T == DType::Q3_K) start[r] = 0;
-        for (int p = 0; p < F::kPairs; ++p) pair[p * kRows + r] = 0;
-        if (r >= rows) continue;
-        const int16_t* bsum = a.xq_bsum + (m0 + r) * (a.K / 16) + s * 16;
-        scale[r] = a.xq_scale[(m0 + r) * supers + s];
-        if constexpr (T == DType::Q3_K) {
-          int32_t total = 0;
-          for (int j = 0; j < 16; ++j) total += bsum[j];
-          start[r] = -124 * total;
-        }
-        if constexpr (T == DType::Q2_K) {
-          for (int p = 0; p < 8; ++p) std::memcpy(&pair[p * kRows + r], bsum + 2 * p, 4);
-        }
-      }
+      folded::x_factors<T>(a, m0, kRows, s, reinterpret_cast<float*>(o + F::kXScales),
+                           reinterpret_cast<int32_t*>(o + F::kXStarts), reinterpret_cast<int32_t*>(o + F::kXPairs));
     }
   }
 }
@@ -248,30 +205,21 @@ void matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   using F = Folded<T>;
   if (n_begin >= n_end) return;
   const int64_t supers = a.K / kQK_K, tiles = (a.M + kRows - 1) / kRows;
-  const auto panel_bytes = static_cast<size_t>(kSlice * F::kSuper);
-  uint8_t* panel = aligned_scratch(panel_bytes + static_cast<size_t>(tiles * kSlice * F::kXSuper));
+  const auto panel_bytes = static_cast<size_t>(F::kSlice * F::kSuper);
+  uint8_t* panel = folded::aligned_scratch(panel_bytes + static_cast<size_t>(tiles * F::kSlice * F::kXSuper));
   uint8_t* x_slice = panel + panel_bytes;
-  for (int64_t m = 0; m < a.M; ++m) {
-    for (int64_t n = n_begin; n < n_end; n += 8) _mm256_storeu_ps(a.y + m * a.y_stride + n, _mm256_setzero_ps());
-  }
+  folded::zero_outputs(a, n_begin, n_end);
   const size_t group_bytes = a.w_row_bytes * kPackedRows;
-  for (int64_t s0 = 0; s0 < supers; s0 += kSlice) {
-    const int64_t count = supers - s0 < kSlice ? supers - s0 : kSlice;
+  for (int64_t s0 = 0; s0 < supers; s0 += F::kSlice) {
+    const int64_t count = supers - s0 < F::kSlice ? supers - s0 : F::kSlice;
     pack_x_slice<T>(a, s0, count, x_slice);
     for (int64_t n = n_begin; n < n_end; n += kPackedRows) {
       const uint8_t* group = a.w + static_cast<size_t>(n / kPackedRows) * group_bytes;
       for (int64_t i = 0; i < count; ++i) fold_section<T>(group + (s0 + i) * F::kSection, panel + i * F::kSuper);
-      for (int64_t t = 0; t < tiles; ++t) tile<T>(a, t * kRows, n, panel, x_slice + t * kSlice * F::kXSuper, count);
+      for (int64_t t = 0; t < tiles; ++t) tile<T>(a, t * kRows, n, panel, x_slice + t * F::kSlice * F::kXSuper, count);
     }
   }
-  if (a.bias != nullptr) {
-    for (int64_t m = 0; m < a.M; ++m) {
-      for (int64_t n = n_begin; n < n_end; n += 8) {
-        float* y = a.y + m * a.y_stride + n;
-        _mm256_storeu_ps(y, _mm256_add_ps(_mm256_loadu_ps(y), _mm256_loadu_ps(a.bias + n)));
-      }
-    }
-  }
+  folded::add_bias(a, n_begin, n_end);
 }
 
 }  // namespace folded_256

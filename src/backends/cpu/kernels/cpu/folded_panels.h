@@ -1,0 +1,97 @@
+// What the folded panels of both VNNI widths share (avx512_folded.cpp, avx_vnni.cpp's folded_256):
+// the panels' layout, the thread's scratch, the outputs' start and end, and x's per-row factors
+// beside each tile's units. Plain C++, no intrinsics: include it before a target region (its std::
+// templates must not be compiled for the region's instruction set).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "backends/cpu/kernels/cpu/isa.h"
+#include "backends/cpu/kernels/cpu/packed_weights.h"
+#include "core/dtype.h"
+
+namespace ferry::kernels::cpu::folded {
+
+// A folded panel's layout for T, its x tiles of kTileRows rows (avx512_folded.cpp's file comment
+// says what each holds).
+template <DType T, int kTileRows>
+struct Layout {
+  static constexpr bool kInt16 = T == DType::Q6_K;
+  static constexpr bool kK4 = T == DType::Q4_K || T == DType::Q5_K;  // scales per sub-block of 32, kept
+  static constexpr int kUnits = kInt16 ? 128 : 64;                   // 64-byte units per group and super-block
+  static constexpr int64_t kSlice = kInt16 ? 2 : 4;                  // super-blocks per panel: 16-20 KB a group
+  static constexpr int64_t kSection = T == DType::Q2_K   ? kPackedQ2KSection
+                                      : T == DType::Q3_K ? kPackedQ3KSection
+                                      : T == DType::Q4_K ? kPackedQ4KSection
+                                      : T == DType::Q5_K ? kPackedQ5KSection
+                                                         : kPackedQ6KSection;
+  // A group's folded super-block: the units, then q4_k / q5_k's 8 scale vectors (int32), then q2_k's
+  // 8 or q4_k / q5_k's 4 min pairs (q2_k_min_pair, k4_factors), then d (and the mins' -dmin) as f32.
+  static constexpr int64_t kScales = kUnits * 64;
+  static constexpr int64_t kMinPairs = kScales + (kK4 ? 8 * 64 : 0);
+  static constexpr int kPairs = T == DType::Q2_K ? 8 : kK4 ? 4 : 0;
+  static constexpr int64_t kD = kMinPairs + kPairs * 64;
+  static constexpr int64_t kSuper = kD + (kPairs > 0 ? 2 * 64 : 64);
+  // A tile's x for one super-block: the units [unit][row][4 bytes], then the rows' q8_K scales
+  // (f32), q3_k's chain starts (int32), the mins' sub-block sum pairs [pair][row] (int32).
+  static constexpr int64_t kXScales = kUnits * kTileRows * 4;
+  static constexpr int64_t kXStarts = kXScales + kTileRows * 4;
+  static constexpr int64_t kXPairs = kXStarts + (T == DType::Q3_K ? kTileRows * 4 : 0);
+  static constexpr int64_t kXSuper = (kXPairs + kPairs * kTileRows * 4 + 63) / 64 * 64;
+};
+
+// This thread's buffer of at least n bytes, 64-byte aligned (the panels' vectors are read aligned).
+inline uint8_t* aligned_scratch(size_t n) {
+  thread_local std::vector<uint8_t> buffer;
+  if (buffer.size() < n + 64) buffer.resize(n + 64);
+  const auto at = reinterpret_cast<uintptr_t>(buffer.data());
+  return buffer.data() + ((64 - at % 64) % 64);
+}
+
+// y's outputs n_begin..n_end of every row zeroed (the panels' tiles add each slice to them).
+inline void zero_outputs(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  for (int64_t m = 0; m < a.M; ++m) std::memset(a.y + m * a.y_stride + n_begin, 0, (n_end - n_begin) * sizeof(float));
+}
+
+// The bias added to them at the end, after every super-block's steps.
+inline void add_bias(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
+  if (a.bias == nullptr) return;
+  for (int64_t m = 0; m < a.M; ++m) {
+    float* y = a.y + m * a.y_stride;
+    for (int64_t n = n_begin; n < n_end; ++n) y[n] += a.bias[n];
+  }
+}
+
+// A tile's per-row factors of x for super-block s, rows m0..m0 + tile_rows - 1 (those from M on
+// zero, so they add nothing): each row's q8_K scale; q3_k's chain start, -124 * the row's sum over
+// the super-block (its panel's bytes are w' + 124); q2_k's 8 pairs of sums of 16 as the int16 pairs
+// its min pairs meet, [pair][row]. Returns the rows below M.
+template <DType T>
+int64_t x_factors(const MatmulArgs& a, int64_t m0, int tile_rows, int64_t s, float* scale, int32_t* start,
+                  int32_t* pair) {
+  const int64_t supers = a.K / kQK_K;
+  const int64_t rows = a.M - m0 < tile_rows ? a.M - m0 : tile_rows;
+  for (int r = 0; r < tile_rows; ++r) {
+    scale[r] = 0.0f;
+    if constexpr (T == DType::Q3_K) start[r] = 0;
+    if constexpr (T == DType::Q2_K) {
+      for (int p = 0; p < 8; ++p) pair[p * tile_rows + r] = 0;
+    }
+    if (r >= rows) continue;
+    const int16_t* bsum = a.xq_bsum + (m0 + r) * (a.K / 16) + s * 16;
+    scale[r] = a.xq_scale[(m0 + r) * supers + s];
+    if constexpr (T == DType::Q3_K) {
+      int32_t total = 0;
+      for (int j = 0; j < 16; ++j) total += bsum[j];
+      start[r] = -124 * total;
+    }
+    if constexpr (T == DType::Q2_K) {
+      for (int p = 0; p < 8; ++p) std::memcpy(&pair[p * tile_rows + r], bsum + 2 * p, 4);
+    }
+  }
+  return rows;
+}
+
+}  // namespace ferry::kernels::cpu::folded
