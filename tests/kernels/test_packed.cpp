@@ -441,8 +441,8 @@ TEST(PackedWeights, ResultsAreBitIdenticalForEveryBatchSplitAndPackedLevel) {
   // q2_k, q3_k, q5_k, q6_k and iq4_xs: the vector loops at every batch). The small batches reach each tile of the
   // panels' loops (the blocks of 32 and iq4_xs: 6, 4 and 2 rows of a 16-row panel, one or two groups as the threads
   // split N) and each remainder of the rows' batches of 8 (q4_k, q5_k: 4); the k-quants from 16 rows on take the
-  // AVX-512 VNNI levels' folded panels, q2_k and q3_k avxvnni's too (tiles of 8 or 6 rows, the last partly empty; K of
-  // 6 super-blocks, so a slice of 4 or 2 and a last one of 2). bf16 (by vdpbf16ps where the level has BF16
+  // folded panels of the AVX-512 VNNI levels and of avxvnni (tiles of 8 or 6 rows, the last partly empty; K of 6
+  // super-blocks, so a slice of 4 or 2 and a last one of 2). bf16 (by vdpbf16ps where the level has BF16
   // dot products, else by FMAs, its two steps), f16 and f32: tiles of 6 rows (AVX-512 FMAs: 8, f16 10) and each
   // remainder, 1 and 2 groups (the threads' ranges; FloatCallsTakeThePackedKernels runs more at once), 200 rows (two
   // blocks of rows) and a K of two slices (partial sums kept in y between them).

@@ -190,17 +190,8 @@ void pack_x_slice(const MatmulArgs& a, int64_t s0, int64_t count, uint8_t* out) 
           _mm256_store_si256(reinterpret_cast<__m256i*>(o + u * 32), four);
         }
       }
-      auto* pair = reinterpret_cast<int32_t*>(o + F::kXPairs);
       folded::x_factors<T>(a, m0, kTileRows, s, reinterpret_cast<float*>(o + F::kXScales),
-                           reinterpret_cast<int32_t*>(o + F::kXStarts), pair);
-      if constexpr (F::kK4) {  // q4_k / q5_k: 4 pairs of sums of 32
-        for (int r = 0; r < kTileRows; ++r) {
-          for (int p = 0; p < 4; ++p) {
-            pair[p * kTileRows + r] =
-                r < rows ? packed_q4_k::x_sum_pair<Avx512Folded>(a.xq_bsum + (m0 + r) * (a.K / 16) + s * 16, p) : 0;
-          }
-        }
-      }
+                           reinterpret_cast<int32_t*>(o + F::kXStarts), reinterpret_cast<int32_t*>(o + F::kXPairs));
     }
   }
 }

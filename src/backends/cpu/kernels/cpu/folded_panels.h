@@ -66,8 +66,9 @@ inline void add_bias(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
 
 // A tile's per-row factors of x for super-block s, rows m0..m0 + tile_rows - 1 (those from M on
 // zero, so they add nothing): each row's q8_K scale; q3_k's chain start, -124 * the row's sum over
-// the super-block (its panel's bytes are w' + 124); q2_k's 8 pairs of sums of 16 as the int16 pairs
-// its min pairs meet, [pair][row]. Returns the rows below M.
+// the super-block (its panel's bytes are w' + 124); the int16 pairs of sums the min pairs meet,
+// [pair][row]: q2_k's 8 pairs of sums of 16, q4_k's / q5_k's 4 of sums of 32 (packed_q4_k.h's
+// x_sum_pair). Returns the rows below M.
 template <DType T>
 int64_t x_factors(const MatmulArgs& a, int64_t m0, int tile_rows, int64_t s, float* scale, int32_t* start,
                   int32_t* pair) {
@@ -76,9 +77,7 @@ int64_t x_factors(const MatmulArgs& a, int64_t m0, int tile_rows, int64_t s, flo
   for (int r = 0; r < tile_rows; ++r) {
     scale[r] = 0.0f;
     if constexpr (T == DType::Q3_K) start[r] = 0;
-    if constexpr (T == DType::Q2_K) {
-      for (int p = 0; p < 8; ++p) pair[p * tile_rows + r] = 0;
-    }
+    for (int p = 0; p < Layout<T, 1>::kPairs; ++p) pair[p * tile_rows + r] = 0;
     if (r >= rows) continue;
     const int16_t* bsum = a.xq_bsum + (m0 + r) * (a.K / 16) + s * 16;
     scale[r] = a.xq_scale[(m0 + r) * supers + s];
@@ -89,6 +88,13 @@ int64_t x_factors(const MatmulArgs& a, int64_t m0, int tile_rows, int64_t s, flo
     }
     if constexpr (T == DType::Q2_K) {
       for (int p = 0; p < 8; ++p) std::memcpy(&pair[p * tile_rows + r], bsum + 2 * p, 4);
+    }
+    if constexpr (Layout<T, 1>::kK4) {
+      for (int p = 0; p < 4; ++p) {
+        const int32_t even = bsum[4 * p] + bsum[4 * p + 1], odd = bsum[4 * p + 2] + bsum[4 * p + 3];
+        pair[p * tile_rows + r] =
+            static_cast<int32_t>((static_cast<uint32_t>(even) & 0xFFFFu) | (static_cast<uint32_t>(odd) << 16));
+      }
     }
   }
   return rows;
