@@ -38,6 +38,7 @@
 #include "backends/cpu/kernels/cpu/avx512_k_units.h"
 #include "backends/cpu/kernels/cpu/packed_q4_k.h"
 #include "backends/cpu/kernels/cpu/unroll.h"
+#include "backends/cpu/kernels/cpu/x_units.h"
 
 namespace ferry::kernels::cpu {
 namespace {
@@ -169,25 +170,26 @@ template <DType T>
 void pack_x_slice(const MatmulArgs& a, int64_t s0, int64_t count, uint8_t* out) {
   using F = Folded<T>;
   const int64_t tiles = (a.M + kTileRows - 1) / kTileRows;
-  const __m256i row_offsets =
-      _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(static_cast<int32_t>(a.K)));
   // int16: the 8 rows' four widened bytes (two pairs) reordered so the first pairs come first.
   [[maybe_unused]] const __m512i pairs_first = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t m0 = t * kTileRows;
     const int64_t rows = a.M - m0 < kTileRows ? a.M - m0 : kTileRows;
-    const auto valid = static_cast<__mmask8>((1u << rows) - 1u);
     for (int64_t i = 0; i < count; ++i) {
       const int64_t s = s0 + i;
       uint8_t* o = out + (t * F::kSlice + i) * F::kXSuper;
       const int8_t* x = a.xq + m0 * a.K + s * kQK_K;
-      for (int u = 0; u < kQK_K / 4; ++u) {  // 4 elements of the 8 rows
-        const __m256i four = _mm256_mmask_i32gather_epi32(_mm256_setzero_si256(), valid, row_offsets, x + 4 * u, 1);
-        if constexpr (F::kInt16) {
-          const __m512i wide = _mm512_permutexvar_epi32(pairs_first, _mm512_cvtepi8_epi16(four));
-          _mm512_store_si512(o + u * 64, wide);  // int16 units 2u and 2u + 1
-        } else {
-          _mm256_store_si256(reinterpret_cast<__m256i*>(o + u * 32), four);
+      for (int u0 = 0; u0 < kQK_K / 4; u0 += 8) {
+        __m256i units[8];  // 4 elements of the 8 rows each
+        x_units_8x8(x + 4 * u0, a.K, rows, units);
+        for (int k = 0; k < 8; ++k) {
+          const int u = u0 + k;
+          if constexpr (F::kInt16) {
+            const __m512i wide = _mm512_permutexvar_epi32(pairs_first, _mm512_cvtepi8_epi16(units[k]));
+            _mm512_store_si512(o + u * 64, wide);  // int16 units 2u and 2u + 1
+          } else {
+            _mm256_store_si256(reinterpret_cast<__m256i*>(o + u * 32), units[k]);
+          }
         }
       }
       folded::x_factors<T>(a, m0, kTileRows, s, reinterpret_cast<float*>(o + F::kXScales),
@@ -196,21 +198,31 @@ void pack_x_slice(const MatmulArgs& a, int64_t s0, int64_t count, uint8_t* out) 
   }
 }
 
-// Tile x_tile (its rows from m0) against G groups' panels (count super-blocks from the slice's
-// first): per super-block one chain per row and group, then the packed loops' f32 steps, into
-// accumulators read from y and written back (rows past M neither).
+// A tile's accumulators for row m0 + r's outputs n0..n0 + 15 at the start of a slice: y's partial
+// sums, or zero in the first slice and in rows past M. And y's 16 outputs from them at its end (the
+// last slice's with the bias).
+inline __m512 start_acc(const MatmulArgs& a, int64_t m0, int r, int64_t rows, int64_t n0, const folded::Slice& slice) {
+  return r < rows && !slice.first ? _mm512_loadu_ps(a.y + (m0 + r) * a.y_stride + n0) : _mm512_setzero_ps();
+}
+inline void store_acc(const MatmulArgs& a, int64_t m, int64_t n0, const folded::Slice& slice, const float* acc) {
+  __m512 y = _mm512_load_ps(acc);
+  if (slice.last && a.bias != nullptr) y = _mm512_add_ps(y, _mm512_loadu_ps(a.bias + n0));
+  _mm512_storeu_ps(a.y + m * a.y_stride + n0, y);
+}
+
+// Tile x_tile (its rows from m0) against G groups' panels (the slice's super-blocks): per
+// super-block one chain per row and group, then the packed loops' f32 steps, into accumulators
+// started and stored by start_acc and store_acc (rows past M not stored).
 template <DType T, int G>
 void folded_tile(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], const uint8_t* const (&panel)[G],
-                 const uint8_t* x_tile, int64_t count) {
+                 const uint8_t* x_tile, const folded::Slice& slice) {
   using F = Folded<T>;
   const int64_t rows = a.M - m0 < kTileRows ? a.M - m0 : kTileRows;
   alignas(64) float acc[G][kTileRows][16];
   for (int g = 0; g < G; ++g) {
-    for (int r = 0; r < kTileRows; ++r) {
-      _mm512_store_ps(acc[g][r], r < rows ? _mm512_loadu_ps(a.y + (m0 + r) * a.y_stride + n0[g]) : _mm512_setzero_ps());
-    }
+    for (int r = 0; r < kTileRows; ++r) _mm512_store_ps(acc[g][r], start_acc(a, m0, r, rows, n0[g], slice));
   }
-  for (int64_t i = 0; i < count; ++i) {
+  for (int64_t i = 0; i < slice.count; ++i) {
     const uint8_t* x = x_tile + i * F::kXSuper;
     const uint8_t* w[G];
     for (int g = 0; g < G; ++g) w[g] = panel[g] + i * F::kSuper;
@@ -263,7 +275,7 @@ void folded_tile(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], const 
     }
   }
   for (int g = 0; g < G; ++g) {
-    for (int r = 0; r < rows; ++r) _mm512_storeu_ps(a.y + (m0 + r) * a.y_stride + n0[g], _mm512_load_ps(acc[g][r]));
+    for (int r = 0; r < rows; ++r) store_acc(a, m0 + r, n0[g], slice, acc[g][r]);
   }
 }
 
@@ -272,15 +284,13 @@ void folded_tile(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], const 
 // the mins' sum by vpdpwssd; then add_super_block's two f32 steps, as packed_k4_batch.
 template <DType T, int G>
 void folded_k4_tile(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], const uint8_t* const (&panel)[G],
-                    const uint8_t* x_tile, int64_t count) {
+                    const uint8_t* x_tile, const folded::Slice& slice) {
   using F = Folded<T>;
   const int64_t rows = a.M - m0 < kTileRows ? a.M - m0 : kTileRows;
   for (int g = 0; g < G; ++g) {
     alignas(64) float acc[kTileRows][16];
-    for (int r = 0; r < kTileRows; ++r) {
-      _mm512_store_ps(acc[r], r < rows ? _mm512_loadu_ps(a.y + (m0 + r) * a.y_stride + n0[g]) : _mm512_setzero_ps());
-    }
-    for (int64_t i = 0; i < count; ++i) {
+    for (int r = 0; r < kTileRows; ++r) _mm512_store_ps(acc[r], start_acc(a, m0, r, rows, n0[g], slice));
+    for (int64_t i = 0; i < slice.count; ++i) {
       const uint8_t* x = x_tile + i * F::kXSuper;
       const uint8_t* w = panel[g] + i * F::kSuper;
       __m512i sum[kTileRows];
@@ -314,14 +324,14 @@ void folded_k4_tile(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], con
                                                                            dmin_neg, x_scale));
       }
     }
-    for (int r = 0; r < rows; ++r) _mm512_storeu_ps(a.y + (m0 + r) * a.y_stride + n0[g], _mm512_load_ps(acc[r]));
+    for (int r = 0; r < rows; ++r) store_acc(a, m0 + r, n0[g], slice, acc[r]);
   }
 }
 
 // G groups (from n0[0], n0[1]...) for one slice: their sections folded into `panels`, then every
 // tile of x's slice against them.
 template <DType T, int G>
-void folded_groups(const MatmulArgs& a, const int64_t (&n0)[G], int64_t s0, int64_t count, uint8_t* panels,
+void folded_groups(const MatmulArgs& a, const int64_t (&n0)[G], const folded::Slice& slice, uint8_t* panels,
                    const uint8_t* x_slice) {
   using F = Folded<T>;
   const size_t group_bytes = a.w_row_bytes * kPackedRows;
@@ -329,23 +339,25 @@ void folded_groups(const MatmulArgs& a, const int64_t (&n0)[G], int64_t s0, int6
   for (int g = 0; g < G; ++g) {
     const uint8_t* group = a.w + static_cast<size_t>(n0[g] / kPackedRows) * group_bytes;
     uint8_t* out = panels + g * F::kSlice * F::kSuper;
-    for (int64_t i = 0; i < count; ++i) fold_section<T>(group + (s0 + i) * F::kSection, out + i * F::kSuper);
+    for (int64_t i = 0; i < slice.count; ++i) {
+      fold_section<T>(group + (slice.s0 + i) * F::kSection, out + i * F::kSuper);
+    }
     panel[g] = out;
   }
   const int64_t tiles = (a.M + kTileRows - 1) / kTileRows;
   for (int64_t t = 0; t < tiles; ++t) {
     const uint8_t* x_tile = x_slice + t * F::kSlice * F::kXSuper;
     if constexpr (F::kK4) {
-      folded_k4_tile<T, G>(a, t * kTileRows, n0, panel, x_tile, count);
+      folded_k4_tile<T, G>(a, t * kTileRows, n0, panel, x_tile, slice);
     } else {
-      folded_tile<T, G>(a, t * kTileRows, n0, panel, x_tile, count);
+      folded_tile<T, G>(a, t * kTileRows, n0, panel, x_tile, slice);
     }
   }
 }
 
-// y zeroed, then per slice of super-blocks x's tiles copied and every pair of groups (then a last
-// group) folded and multiplied, then the bias: each output's super-blocks in increasing order.
-// Each thread copies x's slice for itself (the threads split N).
+// Per slice of super-blocks x's tiles copied and every pair of groups (then a last group) folded
+// and multiplied, y holding the sums between slices: each output's super-blocks in increasing
+// order, then the bias. Each thread copies x's slice for itself (the threads split N).
 template <DType T>
 void folded_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   using F = Folded<T>;
@@ -354,21 +366,19 @@ void folded_matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   const auto panel_bytes = static_cast<size_t>(2 * F::kSlice * F::kSuper);
   uint8_t* panels = folded::aligned_scratch(panel_bytes + static_cast<size_t>(tiles * F::kSlice * F::kXSuper));
   uint8_t* x_slice = panels + panel_bytes;
-  folded::zero_outputs(a, n_begin, n_end);
   for (int64_t s0 = 0; s0 < supers; s0 += F::kSlice) {
-    const int64_t count = supers - s0 < F::kSlice ? supers - s0 : F::kSlice;
-    pack_x_slice<T>(a, s0, count, x_slice);
+    const folded::Slice slice{s0, supers - s0 < F::kSlice ? supers - s0 : F::kSlice, s0 == 0, s0 + F::kSlice >= supers};
+    pack_x_slice<T>(a, s0, slice.count, x_slice);
     int64_t n = n_begin;
     for (; n + 2 * kPackedRows <= n_end; n += 2 * kPackedRows) {
       const int64_t n0[2] = {n, n + kPackedRows};
-      folded_groups<T, 2>(a, n0, s0, count, panels, x_slice);
+      folded_groups<T, 2>(a, n0, slice, panels, x_slice);
     }
     if (n < n_end) {
       const int64_t n0[1] = {n};
-      folded_groups<T, 1>(a, n0, s0, count, panels, x_slice);
+      folded_groups<T, 1>(a, n0, slice, panels, x_slice);
     }
   }
-  folded::add_bias(a, n_begin, n_end);
 }
 
 }  // namespace

@@ -28,6 +28,7 @@
 #endif
 
 #include "backends/cpu/kernels/cpu/avx2_packed_blocks.h"
+#include "backends/cpu/kernels/cpu/x_units.h"
 
 namespace ferry::kernels::cpu {
 namespace {
@@ -202,37 +203,37 @@ template <DType T>
 void pack_x_slice(const MatmulArgs& a, int64_t s0, int64_t count, uint8_t* out) {
   using F = Folded<T>;
   const int64_t tiles = (a.M + kRows - 1) / kRows;
-  const __m256i row_offsets =
-      _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 0, 0), _mm256_set1_epi32(static_cast<int32_t>(a.K)));
-  const __m256i stored = _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, 0, 0);
   // int16: a row's four widened bytes (two pairs) in lanes 2r, 2r + 1, reordered so the first pairs
   // come first.
   [[maybe_unused]] const __m256i pairs_first = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t m0 = t * kRows;
     const int64_t rows = a.M - m0 < kRows ? a.M - m0 : kRows;
-    const __m256i valid =
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int32_t>(rows)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     for (int64_t i = 0; i < count; ++i) {
       const int64_t s = s0 + i;
       uint8_t* o = out + (t * F::kSlice + i) * F::kXSuper;
       const int8_t* x = a.xq + m0 * a.K + s * kQK_K;
-      for (int u = 0; u < kQK_K / 4; ++u) {  // 4 elements of the 6 rows
-        const __m256i four = _mm256_mask_i32gather_epi32(
-            _mm256_setzero_si256(), reinterpret_cast<const int*>(x + 4 * u), row_offsets, valid, 1);
-        if constexpr (F::kInt16) {  // int16 units 2u (rows 0-3, then 4-5) and 2u + 1
-          const __m256i low =
-              _mm256_permutevar8x32_epi32(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(four)), pairs_first);
-          const __m256i high =
-              _mm256_permutevar8x32_epi32(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(four, 1)), pairs_first);
-          uint8_t* first = o + 2 * u * kRows * 4;
-          uint8_t* second = first + kRows * 4;
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(first), _mm256_castsi256_si128(low));
-          _mm_storel_epi64(reinterpret_cast<__m128i*>(first + 16), _mm256_castsi256_si128(high));
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(second), _mm256_extracti128_si256(low, 1));
-          _mm_storel_epi64(reinterpret_cast<__m128i*>(second + 16), _mm256_extracti128_si256(high, 1));
-        } else {
-          _mm256_maskstore_epi32(reinterpret_cast<int*>(o + u * kRows * 4), stored, four);
+      for (int u0 = 0; u0 < kQK_K / 4; u0 += 8) {
+        __m256i units[8];  // 4 elements of the 6 rows each, lanes 6 and 7 zero
+        x_units_8x8(x + 4 * u0, a.K, rows, units);
+        for (int k = 0; k < 8; ++k) {
+          const int u = u0 + k;
+          if constexpr (F::kInt16) {  // int16 units 2u (rows 0-3, then 4-5) and 2u + 1
+            const __m256i low =
+                _mm256_permutevar8x32_epi32(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(units[k])), pairs_first);
+            const __m256i high =
+                _mm256_permutevar8x32_epi32(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(units[k], 1)), pairs_first);
+            uint8_t* first = o + 2 * u * kRows * 4;
+            uint8_t* second = first + kRows * 4;
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(first), _mm256_castsi256_si128(low));
+            _mm_storel_epi64(reinterpret_cast<__m128i*>(first + 16), _mm256_castsi256_si128(high));
+            _mm_storeu_si128(reinterpret_cast<__m128i*>(second), _mm256_extracti128_si256(low, 1));
+            _mm_storel_epi64(reinterpret_cast<__m128i*>(second + 16), _mm256_extracti128_si256(high, 1));
+          } else {
+            // 32 bytes for the unit's 24: the 8 past it are the next unit's, stored next (the last
+            // unit's, the row factors', stored after the units)
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + u * kRows * 4), units[k]);
+          }
         }
       }
       folded::x_factors<T>(a, m0, kRows, s, reinterpret_cast<float*>(o + F::kXScales),
@@ -241,19 +242,26 @@ void pack_x_slice(const MatmulArgs& a, int64_t s0, int64_t count, uint8_t* out) 
   }
 }
 
-// y's rows m0.. of outputs n0..n0 + 15 into a tile's accumulators (rows past M zero), and back.
-inline void load_outputs(const MatmulArgs& a, int64_t m0, int64_t rows, int64_t n0, float (&acc)[kRows][16]) {
+// A tile's accumulators for its rows' outputs n0..n0 + 15 at the start of a slice: y's partial
+// sums, or zero in the first slice and in rows past M. And y's outputs from them at its end (the
+// last slice's with the bias), rows past M not stored.
+inline void start_acc(const MatmulArgs& a, int64_t m0, int64_t rows, int64_t n0, const folded::Slice& slice,
+                      float (&acc)[kRows][16]) {
   for (int r = 0; r < kRows; ++r) {
     for (int v = 0; v < 2; ++v) {
-      _mm256_store_ps(acc[r] + 8 * v,
-                      r < rows ? _mm256_loadu_ps(a.y + (m0 + r) * a.y_stride + n0 + 8 * v) : _mm256_setzero_ps());
+      const float* y = a.y + (m0 + r) * a.y_stride + n0 + 8 * v;
+      _mm256_store_ps(acc[r] + 8 * v, r < rows && !slice.first ? _mm256_loadu_ps(y) : _mm256_setzero_ps());
     }
   }
 }
-inline void store_outputs(const MatmulArgs& a, int64_t m0, int64_t rows, int64_t n0, const float (&acc)[kRows][16]) {
+inline void store_acc(const MatmulArgs& a, int64_t m0, int64_t rows, int64_t n0, const folded::Slice& slice,
+                      const float (&acc)[kRows][16]) {
   for (int r = 0; r < rows; ++r) {
-    for (int v = 0; v < 2; ++v)
-      _mm256_storeu_ps(a.y + (m0 + r) * a.y_stride + n0 + 8 * v, _mm256_load_ps(acc[r] + 8 * v));
+    for (int v = 0; v < 2; ++v) {
+      __m256 y = _mm256_load_ps(acc[r] + 8 * v);
+      if (slice.last && a.bias != nullptr) y = _mm256_add_ps(y, _mm256_loadu_ps(a.bias + n0 + 8 * v));
+      _mm256_storeu_ps(a.y + (m0 + r) * a.y_stride + n0 + 8 * v, y);
+    }
   }
 }
 
@@ -266,12 +274,13 @@ inline float x_scale(const uint8_t* x, int r) {
 // q2_k, q3_k, q6_k: tile x_tile (rows from m0) against one group's panel: per super-block one chain
 // per row and half, then k16_tile's (q6_tile's) f32 steps.
 template <DType T>
-void tile(const MatmulArgs& a, int64_t m0, int64_t n0, const uint8_t* panel, const uint8_t* x_tile, int64_t count) {
+void tile(const MatmulArgs& a, int64_t m0, int64_t n0, const uint8_t* panel, const uint8_t* x_tile,
+          const folded::Slice& slice) {
   using F = Folded<T>;
   const int64_t rows = a.M - m0 < kRows ? a.M - m0 : kRows;
   alignas(32) float acc[kRows][16];
-  load_outputs(a, m0, rows, n0, acc);
-  for (int64_t i = 0; i < count; ++i) {
+  start_acc(a, m0, rows, n0, slice, acc);
+  for (int64_t i = 0; i < slice.count; ++i) {
     const uint8_t* x = x_tile + i * F::kXSuper;
     const uint8_t* w = panel + i * F::kSuper;
     __m256i sum[kRows][2];
@@ -318,19 +327,20 @@ void tile(const MatmulArgs& a, int64_t m0, int64_t n0, const uint8_t* panel, con
       }
     }
   }
-  store_outputs(a, m0, rows, n0, acc);
+  store_acc(a, m0, rows, n0, slice, acc);
 }
 
 // q4_k, q5_k: per super-block and sub-block of 32 each row's dot product by a chain of 8 vpdpbusd
 // a half, times its scale (vpmulld) into the super-block's exact int32 sum in the tile's memory;
 // the mins' sum by vpdpwssd; then k4_tile's two f32 steps.
 template <DType T>
-void k4_tile(const MatmulArgs& a, int64_t m0, int64_t n0, const uint8_t* panel, const uint8_t* x_tile, int64_t count) {
+void k4_tile(const MatmulArgs& a, int64_t m0, int64_t n0, const uint8_t* panel, const uint8_t* x_tile,
+             const folded::Slice& slice) {
   using F = Folded<T>;
   const int64_t rows = a.M - m0 < kRows ? a.M - m0 : kRows;
   alignas(32) float acc[kRows][16];
-  load_outputs(a, m0, rows, n0, acc);
-  for (int64_t i = 0; i < count; ++i) {
+  start_acc(a, m0, rows, n0, slice, acc);
+  for (int64_t i = 0; i < slice.count; ++i) {
     const uint8_t* x = x_tile + i * F::kXSuper;
     const uint8_t* w = panel + i * F::kSuper;
     alignas(32) int32_t sum[kRows][16] = {};
@@ -374,12 +384,12 @@ void k4_tile(const MatmulArgs& a, int64_t m0, int64_t n0, const uint8_t* panel, 
       }
     }
   }
-  store_outputs(a, m0, rows, n0, acc);
+  store_acc(a, m0, rows, n0, slice, acc);
 }
 
-// y zeroed, then per slice of super-blocks x's tiles copied and each group folded and multiplied,
-// then the bias: each output's super-blocks in increasing order. Each thread copies x's slice for
-// itself (the threads split N).
+// Per slice of super-blocks x's tiles copied and each group folded and multiplied, y holding the
+// sums between slices: each output's super-blocks in increasing order, then the bias. Each thread
+// copies x's slice for itself (the threads split N).
 template <DType T>
 void matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   using F = Folded<T>;
@@ -388,25 +398,25 @@ void matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
   const auto panel_bytes = static_cast<size_t>(F::kSlice * F::kSuper);
   uint8_t* panel = folded::aligned_scratch(panel_bytes + static_cast<size_t>(tiles * F::kSlice * F::kXSuper));
   uint8_t* x_slice = panel + panel_bytes;
-  folded::zero_outputs(a, n_begin, n_end);
   const size_t group_bytes = a.w_row_bytes * kPackedRows;
   for (int64_t s0 = 0; s0 < supers; s0 += F::kSlice) {
-    const int64_t count = supers - s0 < F::kSlice ? supers - s0 : F::kSlice;
-    pack_x_slice<T>(a, s0, count, x_slice);
+    const folded::Slice slice{s0, supers - s0 < F::kSlice ? supers - s0 : F::kSlice, s0 == 0, s0 + F::kSlice >= supers};
+    pack_x_slice<T>(a, s0, slice.count, x_slice);
     for (int64_t n = n_begin; n < n_end; n += kPackedRows) {
       const uint8_t* group = a.w + static_cast<size_t>(n / kPackedRows) * group_bytes;
-      for (int64_t i = 0; i < count; ++i) fold_section<T>(group + (s0 + i) * F::kSection, panel + i * F::kSuper);
+      for (int64_t i = 0; i < slice.count; ++i) {
+        fold_section<T>(group + (s0 + i) * F::kSection, panel + i * F::kSuper);
+      }
       for (int64_t t = 0; t < tiles; ++t) {
         const uint8_t* x_tile = x_slice + t * F::kSlice * F::kXSuper;
         if constexpr (F::kK4) {
-          k4_tile<T>(a, t * kRows, n, panel, x_tile, count);
+          k4_tile<T>(a, t * kRows, n, panel, x_tile, slice);
         } else {
-          tile<T>(a, t * kRows, n, panel, x_tile, count);
+          tile<T>(a, t * kRows, n, panel, x_tile, slice);
         }
       }
     }
   }
-  folded::add_bias(a, n_begin, n_end);
 }
 
 }  // namespace

@@ -50,19 +50,15 @@ inline uint8_t* aligned_scratch(size_t n) {
   return buffer.data() + ((64 - at % 64) % 64);
 }
 
-// y's outputs n_begin..n_end of every row zeroed (the panels' tiles add each slice to them).
-inline void zero_outputs(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  for (int64_t m = 0; m < a.M; ++m) std::memset(a.y + m * a.y_stride + n_begin, 0, (n_end - n_begin) * sizeof(float));
-}
-
-// The bias added to them at the end, after every super-block's steps.
-inline void add_bias(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
-  if (a.bias == nullptr) return;
-  for (int64_t m = 0; m < a.M; ++m) {
-    float* y = a.y + m * a.y_stride;
-    for (int64_t n = n_begin; n < n_end; ++n) y[n] += a.bias[n];
-  }
-}
+// A slice of super-blocks s0..s0 + count - 1 as the tiles take it: the first starts each output's
+// sum from zero (y is not read), the others from y; the last adds the bias as it stores y (acc +
+// bias, after every super-block's steps, as the packed loops).
+struct Slice {
+  int64_t s0 = 0;
+  int64_t count = 0;
+  bool first = false;
+  bool last = false;
+};
 
 // A tile's per-row factors of x for super-block s, rows m0..m0 + tile_rows - 1 (those from M on
 // zero, so they add nothing): each row's q8_K scale; q3_k's chain start, -124 * the row's sum over
