@@ -277,6 +277,65 @@ TEST(Attention, PromptsInBlocksMatchTheReference) {
   }
   check_attention(cases[1], 1);
   check_attention(cases[3], 3, DType::F16);
+  check_attention({8, 4, 24, 40, 70, 120, 0.2f, 1.0f}, 2, DType::Q8_0);  // q8_0 heads start inside blocks
+}
+
+// What a prompt's attention writes to `out` for case c against a cache of `type` (check_attention's
+// inputs), on `threads` threads.
+std::vector<float> prompt_output(const Case& c, DType type, int threads) {
+  ThreadPool pool(threads);
+  const int64_t qw = static_cast<int64_t>(c.n_head) * c.head_dim;
+  const int64_t kvw = static_cast<int64_t>(c.n_kv_head) * c.head_dim;
+  const auto kc = make_cache(type, random_floats(static_cast<size_t>(c.S * kvw), 24, -c.amplitude, c.amplitude), c.S,
+                             kvw, c.kv_offset + c.T, c.kv_offset, c.kv_offset + c.T);
+  const auto vc = make_cache(type, random_floats(static_cast<size_t>(c.S * kvw), 25), c.S, kvw, c.kv_offset + c.T,
+                             c.kv_offset, c.kv_offset + c.T);
+  Tensor q =
+      f32_tensor(Shape{c.T, qw}, random_floats(static_cast<size_t>(c.T * qw), 21, -c.amplitude, c.amplitude), "q");
+  Tensor k =
+      f32_tensor(Shape{c.T, kvw}, random_floats(static_cast<size_t>(c.T * kvw), 22, -c.amplitude, c.amplitude), "k");
+  Tensor v = f32_tensor(Shape{c.T, kvw}, random_floats(static_cast<size_t>(c.T * kvw), 23), "v");
+  Tensor k_cache = cache_tensor(type, c.S, kvw, kc, "k_cache");
+  Tensor v_cache = cache_tensor(type, c.S, kvw, vc, "v_cache");
+  Tensor out = Tensor::host(DType::F32, Shape{c.T, qw}, "out");
+  kernels::attention(q, k, v, k_cache, v_cache,
+                     AttentionParams{c.n_head, c.n_kv_head, c.head_dim, c.scale, c.kv_offset}, out, pool);
+  return values_of(out);
+}
+
+// A prompt against a narrow cache with each kv head's rows widened once per thread gives the bits of
+// the kernel widening them a tile at a time (limit 0), whichever thread takes which head's blocks (1
+// to 3 threads, so a thread's widened rows serve later blocks, grow, or start over for another
+// head), for f16, bf16 and q8_0, q8_0 heads starting inside a block, after cached rows.
+TEST(Attention, PromptsWidenEachHeadOnceForTheSameBits) {
+  SimdLevelGuard guard;
+  struct LimitGuard {
+    size_t saved = kernels::set_prompt_widening_limit(0);
+    ~LimitGuard() { kernels::set_prompt_widening_limit(saved); }
+  } limit_guard;
+  const Case cases[] = {
+      {4, 4, 64, 150, 0, 160, 0.125f, 1.0f},  // MHA: 3 blocks a head, 3 key tiles
+      {14, 2, 64, 37, 20, 60, 0.125f, 1.0f},  // 7 heads a kv head: 9 tokens a block, after cached rows
+      {8, 4, 24, 40, 70, 120, 0.2f, 1.0f},    // kv width 96: q8_0 heads start inside blocks
+  };
+  int narrow_runs = 0;
+  for (const std::string& level : kernels::available_simd_levels()) {
+    kernels::set_simd_level(level);
+    if (kernels::cpu::active_isa().prompt_attention == nullptr) continue;
+    for (DType type : {DType::F16, DType::BF16, DType::Q8_0}) {
+      for (const Case& c : cases) {
+        kernels::set_prompt_widening_limit(0);
+        const std::vector<float> per_tile = prompt_output(c, type, 2);
+        kernels::set_prompt_widening_limit(limit_guard.saved);
+        for (int threads : {1, 2, 3}) {
+          EXPECT_EQ(prompt_output(c, type, threads), per_tile)
+              << level << " " << dtype_name(type) << " cache, T " << c.T << ", " << threads << " threads";
+        }
+        ++narrow_runs;
+      }
+    }
+  }
+  EXPECT_GT(narrow_runs, 0);
 }
 
 // A prompt attended in one call or in two chunks (each long enough for the blocks) gives the same

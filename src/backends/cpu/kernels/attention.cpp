@@ -2,6 +2,7 @@
 // (query, head) runs an online softmax over its cache rows tile by tile (cpu/*.cpp), never
 // materialising a T x S score matrix, and reading a cache of a narrower dtype one tile at a time.
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -19,9 +20,38 @@ namespace {
 // (Isa::prompt_attention); decode and short chunks stay token by token.
 constexpr int64_t kMinPromptTokens = 4;
 
-// Tasks: (a block of tokens, kv head), each block's tokens x the group's query heads about
-// kPromptRows rows. Later blocks see more keys: they go first, so the dynamic hand-out ends on
-// short tasks.
+// A narrow (f16, bf16, q8_0) cache widens to f32 in the kernel a tile at a time, each block of
+// tokens again for every key it sees (10-15% of the kernel's time). Here a thread widens each kv
+// head's rows once into a buffer of its own, grown to what the head's blocks need, and hands the
+// kernel that as an f32 cache: the same values (the same conversion), so the same bits. Up to
+// this many bytes a thread (K and V, set_prompt_widening_limit); a longer context widens as before.
+std::atomic<size_t> widening_limit{size_t{16} << 20};
+
+// A thread's widened rows [0, rows) of kv head `kv_head` (-1: none yet in this call), K then V.
+struct WidenedHead {
+  int kv_head = -1;
+  int64_t rows = 0;
+};
+
+// Rows [r0, r1) of kv head `first_col` / head_dim in `cache` to f32 rows of head_dim at out.
+void widen_rows(const cpu::Isa& isa, const uint8_t* cache, size_t row_bytes, DType type, int64_t first_col,
+                int64_t head_dim, int64_t r0, int64_t r1, float* out) {
+  const bool whole_blocks = first_col % kQK8_0 == 0 && head_dim % kQK8_0 == 0;
+  const int64_t offset = type == DType::Q8_0 ? first_col / kQK8_0 * static_cast<int64_t>(sizeof(BlockQ8_0))
+                                             : first_col * static_cast<int64_t>(dtype_traits(type).block_bytes);
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = cache + static_cast<size_t>(r) * row_bytes;
+    if (type == DType::Q8_0 && !whole_blocks) {
+      cpu::cache_row_to_f32_scalar(type, row, first_col, head_dim, out + r * head_dim);
+    } else {
+      isa.row_to_f32(type, row + offset, out + r * head_dim, head_dim);
+    }
+  }
+}
+
+// Tasks: (kv head, a block of tokens), each block's tokens x the group's query heads about
+// kPromptRows rows. A head's blocks go together (so a thread's widened rows serve its next blocks
+// of the head), later blocks first: they see more keys, so the dynamic hand-out ends on short tasks.
 void prompt_attention(const Tensor& q, const uint8_t* kc, const uint8_t* vc, size_t row_bytes, DType cache_type,
                       const AttentionParams& p, Tensor& out, ThreadPool& pool) {
   const cpu::Isa& isa = cpu::active_isa();
@@ -32,11 +62,16 @@ void prompt_attention(const Tensor& q, const uint8_t* kc, const uint8_t* vc, siz
   const int64_t width = static_cast<int64_t>(p.n_head) * p.head_dim;
   const float* q_data = q.data_as<const float>();
   float* o = out.data_as<float>();
-  const size_t scratch_per_thread = cpu::AttentionHeads::prompt_scratch_floats(cache_type, p.head_dim, block * group);
+  const int64_t max_rows = p.kv_offset + T;
+  const bool widen = cache_type != DType::F32 && isa.row_to_f32 != nullptr &&
+                     static_cast<size_t>(2 * max_rows * p.head_dim) * sizeof(float) <= widening_limit.load();
+  const DType kernel_cache = widen ? DType::F32 : cache_type;
+  const size_t scratch_per_thread = cpu::AttentionHeads::prompt_scratch_floats(kernel_cache, p.head_dim, block * group);
   std::vector<float> scratch(static_cast<size_t>(pool.size()) * scratch_per_thread);
+  std::vector<WidenedHead> widened(static_cast<size_t>(pool.size()));
   pool.parallel_for(n_blocks * p.n_kv_head, [&](int64_t task, int thread) {
-    const int64_t first = (n_blocks - 1 - task / p.n_kv_head) * block;
-    const int kv_head = static_cast<int>(task % p.n_kv_head);
+    const int64_t first = (n_blocks - 1 - task % n_blocks) * block;
+    const int kv_head = static_cast<int>(task / n_blocks);
     const int64_t head_offset = static_cast<int64_t>(kv_head) * group * p.head_dim;
     cpu::AttentionHeads heads;
     heads.q = q_data + first * width + head_offset;
@@ -54,11 +89,34 @@ void prompt_attention(const Tensor& q, const uint8_t* kc, const uint8_t* vc, siz
     heads.scale = p.scale;
     heads.out = o + first * width + head_offset;
     heads.scratch = scratch.data() + static_cast<size_t>(thread) * scratch_per_thread;
+    if (widen) {
+      thread_local std::vector<float> rows;  // K's rows, then V's: grown, never shrunk
+      WidenedHead& w = widened[static_cast<size_t>(thread)];
+      const auto half = static_cast<size_t>(max_rows * p.head_dim);
+      if (w.kv_head < 0 && rows.size() < 2 * half) rows.resize(2 * half);
+      if (w.kv_head != kv_head) w = WidenedHead{kv_head, 0};
+      const int64_t needed = heads.n_keys + heads.n_tokens - 1;  // what the block's last token sees
+      if (needed > w.rows) {
+        widen_rows(isa, kc, row_bytes, cache_type, heads.first_col, p.head_dim, w.rows, needed, rows.data());
+        widen_rows(isa, vc, row_bytes, cache_type, heads.first_col, p.head_dim, w.rows, needed, rows.data() + half);
+        w.rows = needed;
+      }
+      heads.cache_type = DType::F32;
+      heads.k_cache = reinterpret_cast<const uint8_t*>(rows.data());
+      heads.v_cache = reinterpret_cast<const uint8_t*>(rows.data() + half);
+      heads.cache_row_bytes = static_cast<size_t>(p.head_dim) * sizeof(float);
+      heads.first_col = 0;
+      heads.f16_table = nullptr;
+    }
     isa.prompt_attention(heads);
   });
 }
 
 }  // namespace
+
+size_t set_prompt_widening_limit(size_t bytes) {
+  return widening_limit.exchange(bytes);
+}
 
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                const AttentionParams& p, Tensor& out, ThreadPool& pool) {

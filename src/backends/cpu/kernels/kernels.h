@@ -43,10 +43,18 @@ void rope(const Tensor& x, const Tensor& positions, const RopeParams& p, Tensor&
 // then computes causal attention tile by tile with an online softmax (never a full T x S score
 // matrix). q [T, nh*hd], k/v [T, nkv*hd] f32, out [T, nh*hd] f32; caches [S, nkv*hd], both f32,
 // f16, bf16 or q8_0 (graph/op.h kKvCacheDtypes): f16/bf16 rounded to nearest even, q8_0 in ggml's
-// blocks of 32 along each row (nkv*hd % 32 == 0, else Error(Shape)). A narrower cache is read a key
-// tile at a time, widened exactly into per-thread f32 scratch for the same SIMD loops.
+// blocks of 32 along each row (nkv*hd % 32 == 0, else Error(Shape)). A narrower cache is widened exactly
+// into per-thread f32 scratch for the same SIMD loops: a key tile at a time, or for a prompt a kv
+// head's rows at once (set_prompt_widening_limit).
 void attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor& k_cache, Tensor& v_cache,
                const AttentionParams& p, Tensor& out, ThreadPool& pool);
+
+// A prompt's attention against an f16, bf16 or q8_0 cache widens each kv head's rows to f32 once
+// per thread (the kernel would widen them again for every block of tokens) while both heads' rows
+// take at most this many bytes a thread; past it, and at 0, the kernel widens a tile at a time. The
+// same values either way, so the same bits. Default 16 MiB; returns the previous limit. Process-wide,
+// not to be changed while kernels run.
+size_t set_prompt_widening_limit(size_t bytes);
 
 void add(const Tensor& a, const Tensor& b, Tensor& out, ThreadPool& pool);
 void mul(const Tensor& a, const Tensor& b, Tensor& out, ThreadPool& pool);
