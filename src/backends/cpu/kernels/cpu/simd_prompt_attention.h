@@ -134,14 +134,20 @@ void prompt_attention(const AttentionHeads& r) {
 
   // A row at a time, its q read along (a division per element made this loop a third of the
   // kernel's own time).
+  const float scale = r.scale;
+  constexpr int64_t kAhead = 4;  // rows: a token's q is a page or more from the next one's
   for (int64_t m = 0; m < rows_p; ++m) {
     const float* qm = m < rows ? r.q + (m / heads) * r.token_stride + (m % heads) * hd : nullptr;
+    if (m + kAhead < rows) {
+      const float* next = r.q + ((m + kAhead) / heads) * r.token_stride + ((m + kAhead) % heads) * hd;
+      prefetch_row<S>(next, hd, 3);
+    }
     for (int64_t d = 0; d < hd; ++d) {
       // q scaled here, so the masked scores stay -inf whatever the scale.
-      qt[d * rows_p + m] = qm != nullptr ? qm[d] * r.scale : 0.0f;
-      ot[d * rows_p + m] = 0.0f;
+      qt[d * rows_p + m] = qm != nullptr ? qm[d] * scale : 0.0f;
     }
   }
+  for (int64_t i = 0; i < hd * rows_p; i += S::W) S::store(ot + i, S::zero());
   for (int64_t m = 0; m < rows_p; ++m) {
     run_max[m] = -INFINITY;
     run_sum[m] = 0.0f;
