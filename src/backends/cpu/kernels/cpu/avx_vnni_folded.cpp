@@ -271,8 +271,72 @@ inline float x_scale(const uint8_t* x, int r) {
   return scale;
 }
 
-// q2_k, q3_k, q6_k: tile x_tile (rows from m0) against one group's panel: per super-block one chain
-// per row and half, then k16_tile's (q6_tile's) f32 steps.
+// q2_k, q3_k, q6_k: a super-block's exact int32 sums, sum[row][output], from one chain per row and
+// half (q3_k's started from -124 * x's super-block sum).
+template <DType T>
+void k16_sums(const uint8_t* x, const uint8_t* w, int32_t (&sum)[kRows][16]) {
+  using F = Folded<T>;
+  __m256i chain[kRows][2];
+  for (int r = 0; r < kRows; ++r) {
+    const __m256i start = T == DType::Q3_K ? broadcast4(x + F::kXStarts + 4 * r) : _mm256_setzero_si256();
+    chain[r][0] = chain[r][1] = start;
+  }
+#pragma GCC unroll 1
+  for (int u0 = 0; u0 < F::kUnits; u0 += 8) {
+    auto unit = [&](auto U) {
+      const int u = u0 + decltype(U)::value;
+      const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 64 * u));
+      const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 64 * u + 32));
+      for (int r = 0; r < kRows; ++r) {
+        const __m256i xv = broadcast4(x + (u * kRows + r) * 4);
+        if constexpr (F::kInt16) {
+          chain[r][0] = _mm256_dpwssd_avx_epi32(chain[r][0], w0, xv);
+          chain[r][1] = _mm256_dpwssd_avx_epi32(chain[r][1], w1, xv);
+        } else {
+          chain[r][0] = _mm256_dpbusd_avx_epi32(chain[r][0], w0, xv);
+          chain[r][1] = _mm256_dpbusd_avx_epi32(chain[r][1], w1, xv);
+        }
+      }
+    };
+    unroll<0, 8>(unit);
+  }
+  for (int r = 0; r < kRows; ++r) {
+    for (int v = 0; v < 2; ++v) _mm256_store_si256(reinterpret_cast<__m256i*>(sum[r] + 8 * v), chain[r][v]);
+  }
+}
+
+// q4_k, q5_k: per sub-block of 32 each row's dot product by a chain of 8 vpdpbusd a half, times its
+// scale (vpmulld) into the super-block's sums (the registers hold the chains).
+template <DType T>
+void k4_sums(const uint8_t* x, const uint8_t* w, int32_t (&sum)[kRows][16]) {
+  using F = Folded<T>;
+  std::memset(sum, 0, sizeof(sum));
+#pragma GCC unroll 1
+  for (int j = 0; j < 8; ++j) {
+    __m256i dot[kRows][2];
+    for (int r = 0; r < kRows; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
+    auto unit = [&](auto C) {
+      const int u = 8 * j + decltype(C)::value;
+      const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 64 * u));
+      const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 64 * u + 32));
+      for (int r = 0; r < kRows; ++r) {
+        const __m256i xv = broadcast4(x + (u * kRows + r) * 4);
+        dot[r][0] = _mm256_dpbusd_avx_epi32(dot[r][0], w0, xv);
+        dot[r][1] = _mm256_dpbusd_avx_epi32(dot[r][1], w1, xv);
+      }
+    };
+    unroll<0, 8>(unit);
+    for (int v = 0; v < 2; ++v) {
+      const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + F::kScales + 64 * j + 32 * v));
+      for (int r = 0; r < kRows; ++r) packed_blocks_256::add_to_sums(sum[r] + 8 * v, _mm256_mullo_epi32(dot[r][v], sc));
+    }
+  }
+}
+
+// Tile x_tile (rows from m0) against one group's panel: per super-block the sums, then the packed
+// loops' f32 steps (k16_tile, k4_tile, q6_tile): acc = fma(f32(sum), d * x's scale, acc), then for
+// q2_k, q4_k and q5_k acc = fma(f32(mins), -dmin * x's scale, acc), mins the exact int32 sum of
+// the min pairs against x's pairs of sub-block sums (vpdpwssd).
 template <DType T>
 void tile(const MatmulArgs& a, int64_t m0, int64_t n0, const uint8_t* panel, const uint8_t* x_tile,
           const folded::Slice& slice) {
@@ -283,39 +347,22 @@ void tile(const MatmulArgs& a, int64_t m0, int64_t n0, const uint8_t* panel, con
   for (int64_t i = 0; i < slice.count; ++i) {
     const uint8_t* x = x_tile + i * F::kXSuper;
     const uint8_t* w = panel + i * F::kSuper;
-    __m256i sum[kRows][2];
-    for (int r = 0; r < kRows; ++r) {
-      const __m256i start = T == DType::Q3_K ? broadcast4(x + F::kXStarts + 4 * r) : _mm256_setzero_si256();
-      sum[r][0] = sum[r][1] = start;
-    }
-#pragma GCC unroll 1
-    for (int u0 = 0; u0 < F::kUnits; u0 += 8) {
-      auto unit = [&](auto U) {
-        const int u = u0 + decltype(U)::value;
-        const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 64 * u));
-        const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 64 * u + 32));
-        for (int r = 0; r < kRows; ++r) {
-          const __m256i xv = broadcast4(x + (u * kRows + r) * 4);
-          if constexpr (F::kInt16) {
-            sum[r][0] = _mm256_dpwssd_avx_epi32(sum[r][0], w0, xv);
-            sum[r][1] = _mm256_dpwssd_avx_epi32(sum[r][1], w1, xv);
-          } else {
-            sum[r][0] = _mm256_dpbusd_avx_epi32(sum[r][0], w0, xv);
-            sum[r][1] = _mm256_dpbusd_avx_epi32(sum[r][1], w1, xv);
-          }
-        }
-      };
-      unroll<0, 8>(unit);
+    alignas(32) int32_t sum[kRows][16];
+    if constexpr (F::kK4) {
+      k4_sums<T>(x, w, sum);
+    } else {
+      k16_sums<T>(x, w, sum);
     }
     for (int v = 0; v < 2; ++v) {
       const __m256 d = _mm256_load_ps(reinterpret_cast<const float*>(w + F::kD + 32 * v));
       for (int r = 0; r < kRows; ++r) {
         const __m256 xs = _mm256_set1_ps(x_scale(x + F::kXScales, r));
+        const __m256i total = _mm256_load_si256(reinterpret_cast<const __m256i*>(sum[r] + 8 * v));
         float* out = acc[r] + 8 * v;
-        __m256 y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[r][v]), _mm256_mul_ps(d, xs), _mm256_load_ps(out));
-        if constexpr (T == DType::Q2_K) {
+        __m256 y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, xs), _mm256_load_ps(out));
+        if constexpr (F::kPairs > 0) {
           __m256i mins = _mm256_setzero_si256();
-          for (int p = 0; p < 8; ++p) {
+          for (int p = 0; p < F::kPairs; ++p) {
             const __m256i factors =
                 _mm256_load_si256(reinterpret_cast<const __m256i*>(w + F::kMinPairs + 64 * p + 32 * v));
             mins = _mm256_dpwssd_avx_epi32(mins, factors, broadcast4(x + F::kXPairs + (p * kRows + r) * 4));
@@ -323,63 +370,6 @@ void tile(const MatmulArgs& a, int64_t m0, int64_t n0, const uint8_t* panel, con
           const __m256 dmin_neg = _mm256_load_ps(reinterpret_cast<const float*>(w + F::kD + 64 + 32 * v));
           y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin_neg, xs), y);
         }
-        _mm256_store_ps(out, y);
-      }
-    }
-  }
-  store_acc(a, m0, rows, n0, slice, acc);
-}
-
-// q4_k, q5_k: per super-block and sub-block of 32 each row's dot product by a chain of 8 vpdpbusd
-// a half, times its scale (vpmulld) into the super-block's exact int32 sum in the tile's memory;
-// the mins' sum by vpdpwssd; then k4_tile's two f32 steps.
-template <DType T>
-void k4_tile(const MatmulArgs& a, int64_t m0, int64_t n0, const uint8_t* panel, const uint8_t* x_tile,
-             const folded::Slice& slice) {
-  using F = Folded<T>;
-  const int64_t rows = a.M - m0 < kRows ? a.M - m0 : kRows;
-  alignas(32) float acc[kRows][16];
-  start_acc(a, m0, rows, n0, slice, acc);
-  for (int64_t i = 0; i < slice.count; ++i) {
-    const uint8_t* x = x_tile + i * F::kXSuper;
-    const uint8_t* w = panel + i * F::kSuper;
-    alignas(32) int32_t sum[kRows][16] = {};
-#pragma GCC unroll 1
-    for (int j = 0; j < 8; ++j) {
-      __m256i dot[kRows][2];
-      for (int r = 0; r < kRows; ++r) dot[r][0] = dot[r][1] = _mm256_setzero_si256();
-      auto unit = [&](auto C) {
-        const int u = 8 * j + decltype(C)::value;
-        const __m256i w0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 64 * u));
-        const __m256i w1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + 64 * u + 32));
-        for (int r = 0; r < kRows; ++r) {
-          const __m256i xv = broadcast4(x + (u * kRows + r) * 4);
-          dot[r][0] = _mm256_dpbusd_avx_epi32(dot[r][0], w0, xv);
-          dot[r][1] = _mm256_dpbusd_avx_epi32(dot[r][1], w1, xv);
-        }
-      };
-      unroll<0, 8>(unit);
-      for (int v = 0; v < 2; ++v) {
-        const __m256i sc = _mm256_load_si256(reinterpret_cast<const __m256i*>(w + F::kScales + 64 * j + 32 * v));
-        for (int r = 0; r < kRows; ++r)
-          packed_blocks_256::add_to_sums(sum[r] + 8 * v, _mm256_mullo_epi32(dot[r][v], sc));
-      }
-    }
-    for (int v = 0; v < 2; ++v) {
-      const __m256 d = _mm256_load_ps(reinterpret_cast<const float*>(w + F::kD + 32 * v));
-      const __m256 dmin_neg = _mm256_load_ps(reinterpret_cast<const float*>(w + F::kD + 64 + 32 * v));
-      for (int r = 0; r < kRows; ++r) {
-        const __m256 xs = _mm256_set1_ps(x_scale(x + F::kXScales, r));
-        __m256i mins = _mm256_setzero_si256();
-        for (int p = 0; p < 4; ++p) {
-          const __m256i factors =
-              _mm256_load_si256(reinterpret_cast<const __m256i*>(w + F::kMinPairs + 64 * p + 32 * v));
-          mins = _mm256_dpwssd_avx_epi32(mins, factors, broadcast4(x + F::kXPairs + (p * kRows + r) * 4));
-        }
-        const __m256i total = _mm256_load_si256(reinterpret_cast<const __m256i*>(sum[r] + 8 * v));
-        float* out = acc[r] + 8 * v;
-        __m256 y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(total), _mm256_mul_ps(d, xs), _mm256_load_ps(out));
-        y = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins), _mm256_mul_ps(dmin_neg, xs), y);
         _mm256_store_ps(out, y);
       }
     }
@@ -408,12 +398,7 @@ void matmul(const MatmulArgs& a, int64_t n_begin, int64_t n_end) {
         fold_section<T>(group + (s0 + i) * F::kSection, panel + i * F::kSuper);
       }
       for (int64_t t = 0; t < tiles; ++t) {
-        const uint8_t* x_tile = x_slice + t * F::kSlice * F::kXSuper;
-        if constexpr (F::kK4) {
-          k4_tile<T>(a, t * kRows, n, panel, x_tile, slice);
-        } else {
-          tile<T>(a, t * kRows, n, panel, x_tile, slice);
-        }
+        tile<T>(a, t * kRows, n, panel, x_slice + t * F::kSlice * F::kXSuper, slice);
       }
     }
   }
