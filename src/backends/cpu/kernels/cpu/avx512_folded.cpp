@@ -1,21 +1,21 @@
 // Batches against the packed k-quants at the AVX-512 VNNI levels, from per-batch panels of their
 // quants unpacked. The packed loops (avx512_dot.cpp) unpack each unit's values per tile of rows and
 // scale each sub-block's dot product on its own: with sub-blocks of 16, a vpdpwssd (q2_k, q3_k) or
-// a vpmulld's two micro-ops (q6_k) per 4 vpdpbusd, on the ports vpdpbusd issues on; they ran at
-// 0.22-0.34 of vpdpbusd's peak at 512 rows (q4_k 0.40-0.45, q5_k 0.33-0.35). Here each slice of super-blocks of two
-// groups is rewritten once per batch into a panel, unit u holding elements 4u.. (q6_k: 2u..) of the
-// 16 rows:
-//   q2_k: sc_j * q (0..45) and q3_k: (sc_j - 32) * (q - 4) + 124 (0..252), exact, as unsigned bytes,
-//         against x's bytes by vpdpbusd (q3_k's chains started from -124 * x's super-block sum);
-//   q6_k: sc_j * (q - 32) (|.| <= 4096) as int16, against x widened to int16 by vpdpwssd (two
-//         products a lane where vpdpbusd takes four, but nothing else per sub-block);
-//   q4_k, q5_k: q as unsigned bytes, their scales (int32), min pairs, d and -dmin beside them, each
-//         sub-block of 32's dot product still times its scale by vpmulld (sc * q would need 11 bits).
-// The scaled types' rows then take a super-block's exact sum_j scale_j * (w_j . x_j) from one
-// chain (64 vpdpbusd, or 128 vpdpwssd); q4_k and q5_k one chain per sub-block. Then the packed
-// loops' f32 steps per super-block: the same integers and the same steps, so the same bits. x is
-// copied per slice into tiles of 8 rows, [unit][row][4 bytes], so a tile's broadcasts of a unit
-// read 32 adjacent bytes (x's rows are K apart: 8 of them share one L1 set).
+// a vpmulld (q6_k) per 4 vpdpbusd; they ran at 0.22-0.34 of vpdpbusd's peak at 512 rows (q4_k
+// 0.40-0.45, q5_k 0.33-0.35). Here each slice of super-blocks of two groups is rewritten once per
+// batch into a panel, unit u holding elements 4u..4u+3 of the 16 rows as vpdpbusd's unsigned bytes:
+//   q2_k: sc_j * q (0..45) and q3_k: (sc_j - 32) * (q - 4) + 124 (0..252), exact (q3_k's chains
+//         started from -124 * x's super-block sum): a super-block's exact sum_j scale_j * (w_j . x_j)
+//         from one chain of 64 vpdpbusd, nothing per sub-block;
+//   q4_k, q5_k, q6_k: q (0..15, 0..31, 0..63), their scales (int32) beside them (q4_k / q5_k's min
+//         pairs, d and -dmin too): each sub-block's dot product (of 32; q6_k's of 16, its chain
+//         started from -32 * x's sub-block sum) times its scale by vpmulld into the super-block's
+//         sum (sc * q would need 11 or 13 bits). Zen 5 issues vpmulld as one vpdpbusd; q6_k's
+//         sc * (q - 32) as int16 against x widened, a vpdpwssd per 32 products where this takes
+//         1.25 instructions per 64, ran at 0.31-0.35 of the peak there.
+// Then the packed loops' f32 steps per super-block: the same integers and the same steps, so the
+// same bits. x is copied per slice into tiles of 8 rows, [unit][row][4 bytes], so a tile's
+// broadcasts of a unit read 32 adjacent bytes (x's rows are K apart: 8 of them share one L1 set).
 #include "backends/cpu/kernels/cpu/avx512_folded.h"
 
 #include <cstdint>
@@ -48,7 +48,7 @@ struct Avx512Folded {};  // packed_q4_k.h's instantiation tag in this file
 constexpr int kTileRows = 8;  // rows of x per tile: with two groups, 16 chains
 
 template <DType T>
-using Folded = folded::Layout<T, kTileRows>;
+using Folded = folded::Layout<T, kTileRows, folded::Q6Form::Bytes>;
 
 // One q2_k or q3_k section's folded super-block (Folded<T>::kSuper bytes at out): unit u holds
 // elements 4u..4u+3 of the 16 rows, 4 bytes a row, as vpdpbusd's unsigned bytes.
@@ -99,37 +99,24 @@ void fold_k16_section(const uint8_t* section, uint8_t* out) {
   _mm512_store_ps(out + F::kD, packed_q4_k::d<S>(section));
 }
 
-// One q6_k section's folded super-block: int16 unit U holds elements 2U and 2U + 1 of the 16 rows
-// as a pair a row, sc_j * (q - 32), exact in int16.
+// One q6_k section's folded super-block: unit u holds elements 4u..4u+3 of the 16 rows as
+// unsigned bytes (q, 0..63), so sub-block j (of 16) is units 4j..4j + 3; its scales (int32) and d
+// beside them.
 void fold_q6_k_section(const uint8_t* section, uint8_t* out) {
   using F = Folded<DType::Q6_K>;
-  // Per 128-bit lane i of 4 rows: bytes 4i, 4i + 1 (low) or 4i + 2, 4i + 3 (high) as int16.
-  const __m512i to_low = _mm512_set4_epi32(static_cast<int32_t>(0x800D800Cu), static_cast<int32_t>(0x80098008u),
-                                           static_cast<int32_t>(0x80058004u), static_cast<int32_t>(0x80018000u));
-  const __m512i to_high = _mm512_set4_epi32(static_cast<int32_t>(0x800F800Eu), static_cast<int32_t>(0x800B800Au),
-                                            static_cast<int32_t>(0x80078006u), static_cast<int32_t>(0x80038002u));
-  const __m512i bias = _mm512_set1_epi16(32);
 #pragma GCC unroll 1
   for (int q = 0; q < 4; ++q) {  // quad q = 2n + h
     const int n = q / 2, h = q % 2;
     const uint8_t* quad = section + kPackedQ6KQuants + q * kPackedQ6KQuad;
-    auto value = [&](auto T) {  // elements 128n + 32t + 4c.., c = 4h + i: sub-block 8n + 2t + h
+    auto sub_block = [&](auto T) {  // elements 128n + 32t + 4c.., c = 4h + i: sub-block 8n + 2t + h
       constexpr int kT = decltype(T)::value;
+      const int j = 8 * n + 2 * kT + h;
       const __m128i plane =
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(section + kPackedQ6KScales + 64 * q + 16 * kT));
-      const __m512i scale = _mm512_cvtepi8_epi32(plane);
-      const __m512i pair = _mm512_or_si512(_mm512_and_si512(scale, _mm512_set1_epi32(0xFFFF)),
-                                           _mm512_slli_epi32(scale, 16));  // the int16 scale twice a lane
-      for (int i = 0; i < 4; ++i) {
-        const __m512i v = q6_k_values<kT>(quad + 192 * i);
-        const __m512i low = _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_shuffle_epi8(v, to_low), bias), pair);
-        const __m512i high = _mm512_mullo_epi16(_mm512_sub_epi16(_mm512_shuffle_epi8(v, to_high), bias), pair);
-        const int unit = (128 * n + 32 * kT + 4 * (4 * h + i)) / 2;
-        _mm512_store_si512(out + unit * 64, low);
-        _mm512_store_si512(out + (unit + 1) * 64, high);
-      }
+      _mm512_store_si512(out + F::kScales + 64 * j, _mm512_cvtepi8_epi32(plane));
+      for (int i = 0; i < 4; ++i) _mm512_store_si512(out + (4 * j + i) * 64, q6_k_values<kT>(quad + 192 * i));
     };
-    unroll<0, 4>(value);
+    unroll<0, 4>(sub_block);
   }
   _mm512_store_ps(out + F::kD, packed_q4_k::d<Avx512Folded>(section));
 }
@@ -157,7 +144,7 @@ template <DType T>
 void fold_section(const uint8_t* section, uint8_t* out) {
   if constexpr (Folded<T>::kK4) {
     fold_k4_section<T>(section, out);
-  } else if constexpr (T == DType::Q6_K) {
+  } else if constexpr (Folded<T>::kQ6Bytes) {
     fold_q6_k_section(section, out);
   } else {
     fold_k16_section<T>(section, out);
@@ -170,8 +157,6 @@ template <DType T>
 void pack_x_slice(const MatmulArgs& a, int64_t s0, int64_t count, uint8_t* out) {
   using F = Folded<T>;
   const int64_t tiles = (a.M + kTileRows - 1) / kTileRows;
-  // int16: the 8 rows' four widened bytes (two pairs) reordered so the first pairs come first.
-  [[maybe_unused]] const __m512i pairs_first = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t m0 = t * kTileRows;
     const int64_t rows = a.M - m0 < kTileRows ? a.M - m0 : kTileRows;
@@ -182,18 +167,11 @@ void pack_x_slice(const MatmulArgs& a, int64_t s0, int64_t count, uint8_t* out) 
       for (int u0 = 0; u0 < kQK_K / 4; u0 += 8) {
         __m256i units[8];  // 4 elements of the 8 rows each
         x_units_8x8(x + 4 * u0, a.K, rows, units);
-        for (int k = 0; k < 8; ++k) {
-          const int u = u0 + k;
-          if constexpr (F::kInt16) {
-            const __m512i wide = _mm512_permutexvar_epi32(pairs_first, _mm512_cvtepi8_epi16(units[k]));
-            _mm512_store_si512(o + u * 64, wide);  // int16 units 2u and 2u + 1
-          } else {
-            _mm256_store_si256(reinterpret_cast<__m256i*>(o + u * 32), units[k]);
-          }
-        }
+        for (int k = 0; k < 8; ++k) _mm256_store_si256(reinterpret_cast<__m256i*>(o + (u0 + k) * 32), units[k]);
       }
-      folded::x_factors<T>(a, m0, kTileRows, s, reinterpret_cast<float*>(o + F::kXScales),
-                           reinterpret_cast<int32_t*>(o + F::kXStarts), reinterpret_cast<int32_t*>(o + F::kXPairs));
+      folded::x_factors<T, folded::Q6Form::Bytes>(a, m0, kTileRows, s, reinterpret_cast<float*>(o + F::kXScales),
+                                                  reinterpret_cast<int32_t*>(o + F::kXStarts),
+                                                  reinterpret_cast<int32_t*>(o + F::kXPairs));
     }
   }
 }
@@ -208,6 +186,12 @@ inline void store_acc(const MatmulArgs& a, int64_t m, int64_t n0, const folded::
   __m512 y = _mm512_load_ps(acc);
   if (slice.last && a.bias != nullptr) y = _mm512_add_ps(y, _mm512_loadu_ps(a.bias + n0));
   _mm512_storeu_ps(a.y + m * a.y_stride + n0, y);
+}
+
+// A super-block's exact int32 sum times d (16 rows) and x's q8_K scale, added to acc: the packed
+// loops' one f32 step for q3_k and q6_k.
+inline __m512 q8_k_step(__m512 acc, __m512i sum, __m512 d, float x_scale) {
+  return _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(d, _mm512_set1_ps(x_scale)), acc);
 }
 
 // Tile x_tile (its rows from m0) against G groups' panels (the slice's super-blocks): per
@@ -245,8 +229,7 @@ void folded_tile(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], const 
           // twice: q3_k 0.67 of the peak against 0.73-0.77, q2_k half as fast).
           const __m512i xv = broadcast4(reinterpret_cast<const int8_t*>(x + (u * kTileRows + r) * 4));
           for (int g = 0; g < G; ++g) {
-            sum[g][r] =
-                F::kInt16 ? _mm512_dpwssd_epi32(sum[g][r], wu[g], xv) : _mm512_dpbusd_epi32(sum[g][r], wu[g], xv);
+            sum[g][r] = _mm512_dpbusd_epi32(sum[g][r], wu[g], xv);
           }
         }
       };
@@ -267,9 +250,7 @@ void folded_tile(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], const 
           _mm512_store_ps(acc[g][r], packed_q4_k::add_super_block<Avx512Folded>(_mm512_load_ps(acc[g][r]), sum[g][r],
                                                                                 mins, d, dmin_neg, x_scale));
         } else {
-          _mm512_store_ps(acc[g][r],
-                          _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[g][r]), _mm512_mul_ps(d, _mm512_set1_ps(x_scale)),
-                                          _mm512_load_ps(acc[g][r])));
+          _mm512_store_ps(acc[g][r], q8_k_step(_mm512_load_ps(acc[g][r]), sum[g][r], d, x_scale));
         }
       }
     }
@@ -279,13 +260,15 @@ void folded_tile(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], const 
   }
 }
 
-// The q4_k / q5_k tile: per group, per super-block and sub-block of 32, each row's dot product by
-// a chain of 8 vpdpbusd, times its scale sc_j (vpmulld) into the super-block's exact int32 sum;
-// the mins' sum by vpdpwssd; then add_super_block's two f32 steps, as packed_k4_batch.
+// The q4_k / q5_k / q6_k tile: per group, per super-block and sub-block (8 of 32, or 16 of 16),
+// each row's dot product by a chain of vpdpbusd (q6_k's started from x's -32 * the sub-block's sum),
+// times its scale sc_j (vpmulld) into the super-block's exact int32 sum; then q4_k / q5_k's mins by
+// vpdpwssd and add_super_block's two f32 steps, as packed_k4_batch, or q6_k's one step.
 template <DType T, int G>
-void folded_k4_tile(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], const uint8_t* const (&panel)[G],
-                    const uint8_t* x_tile, const folded::Slice& slice) {
+void folded_scaled_tile(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], const uint8_t* const (&panel)[G],
+                        const uint8_t* x_tile, const folded::Slice& slice) {
   using F = Folded<T>;
+  constexpr int kSubUnits = F::kUnits / F::kSubBlocks;
   const int64_t rows = a.M - m0 < kTileRows ? a.M - m0 : kTileRows;
   for (int g = 0; g < G; ++g) {
     alignas(64) float acc[kTileRows][16];
@@ -296,32 +279,39 @@ void folded_k4_tile(const MatmulArgs& a, int64_t m0, const int64_t (&n0)[G], con
       __m512i sum[kTileRows];
       for (int r = 0; r < kTileRows; ++r) sum[r] = _mm512_setzero_si512();
 #pragma GCC unroll 1
-      for (int j = 0; j < 8; ++j) {
+      for (int j = 0; j < F::kSubBlocks; ++j) {
         __m512i dot[kTileRows];
-        for (int r = 0; r < kTileRows; ++r) dot[r] = _mm512_setzero_si512();
+        for (int r = 0; r < kTileRows; ++r) {
+          dot[r] = F::kQ6Bytes ? broadcast4(reinterpret_cast<const int8_t*>(x + F::kXStarts + (j * kTileRows + r) * 4))
+                               : _mm512_setzero_si512();
+        }
         auto unit = [&](auto C) {
-          const int u = 8 * j + decltype(C)::value;
+          const int u = kSubUnits * j + decltype(C)::value;
           const __m512i wu = _mm512_load_si512(w + 64 * u);
           for (int r = 0; r < kTileRows; ++r) {
             dot[r] = dpbusd_broadcast(dot[r], wu, x + (u * kTileRows + r) * 4);
           }
         };
-        unroll<0, 8>(unit);
+        unroll<0, kSubUnits>(unit);
         const __m512i sc = _mm512_load_si512(w + F::kScales + 64 * j);
         for (int r = 0; r < kTileRows; ++r) sum[r] = _mm512_add_epi32(sum[r], _mm512_mullo_epi32(dot[r], sc));
       }
       const __m512 d = _mm512_load_ps(w + F::kD);
-      const __m512 dmin_neg = _mm512_load_ps(w + F::kD + 64);
       for (int r = 0; r < kTileRows; ++r) {
         float x_scale;
         std::memcpy(&x_scale, x + F::kXScales + 4 * r, 4);
-        __m512i mins = _mm512_setzero_si512();
-        for (int p = 0; p < 4; ++p) {
-          const __m512i pair = broadcast4(reinterpret_cast<const int8_t*>(x + F::kXPairs + (p * kTileRows + r) * 4));
-          mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(w + F::kMinPairs + 64 * p), pair);
+        if constexpr (F::kK4) {
+          __m512i mins = _mm512_setzero_si512();
+          for (int p = 0; p < 4; ++p) {
+            const __m512i pair = broadcast4(reinterpret_cast<const int8_t*>(x + F::kXPairs + (p * kTileRows + r) * 4));
+            mins = _mm512_dpwssd_epi32(mins, _mm512_load_si512(w + F::kMinPairs + 64 * p), pair);
+          }
+          const __m512 dmin_neg = _mm512_load_ps(w + F::kD + 64);
+          _mm512_store_ps(acc[r], packed_q4_k::add_super_block<Avx512Folded>(_mm512_load_ps(acc[r]), sum[r], mins, d,
+                                                                             dmin_neg, x_scale));
+        } else {
+          _mm512_store_ps(acc[r], q8_k_step(_mm512_load_ps(acc[r]), sum[r], d, x_scale));
         }
-        _mm512_store_ps(acc[r], packed_q4_k::add_super_block<Avx512Folded>(_mm512_load_ps(acc[r]), sum[r], mins, d,
-                                                                           dmin_neg, x_scale));
       }
     }
     for (int r = 0; r < rows; ++r) store_acc(a, m0 + r, n0[g], slice, acc[r]);
@@ -347,8 +337,8 @@ void folded_groups(const MatmulArgs& a, const int64_t (&n0)[G], const folded::Sl
   const int64_t tiles = (a.M + kTileRows - 1) / kTileRows;
   for (int64_t t = 0; t < tiles; ++t) {
     const uint8_t* x_tile = x_slice + t * F::kSlice * F::kXSuper;
-    if constexpr (F::kK4) {
-      folded_k4_tile<T, G>(a, t * kTileRows, n0, panel, x_tile, slice);
+    if constexpr (F::kSubBlocks > 0) {
+      folded_scaled_tile<T, G>(a, t * kTileRows, n0, panel, x_tile, slice);
     } else {
       folded_tile<T, G>(a, t * kTileRows, n0, panel, x_tile, slice);
     }

@@ -43,7 +43,7 @@ struct Vnni {  // avx2_packed_blocks.h's factor readers in their VNNI form
 constexpr int kRows = 6;
 
 template <DType T>
-using Folded = folded::Layout<T, kRows>;
+using Folded = folded::Layout<T, kRows, folded::Q6Form::Int16>;
 
 // One q2_k or q3_k section's folded super-block: unit u holds elements 4u..4u+3 of the 16 rows, 4
 // bytes a row, as vpdpbusd's unsigned bytes.
@@ -236,8 +236,9 @@ void pack_x_slice(const MatmulArgs& a, int64_t s0, int64_t count, uint8_t* out) 
           }
         }
       }
-      folded::x_factors<T>(a, m0, kRows, s, reinterpret_cast<float*>(o + F::kXScales),
-                           reinterpret_cast<int32_t*>(o + F::kXStarts), reinterpret_cast<int32_t*>(o + F::kXPairs));
+      folded::x_factors<T, folded::Q6Form::Int16>(a, m0, kRows, s, reinterpret_cast<float*>(o + F::kXScales),
+                                                  reinterpret_cast<int32_t*>(o + F::kXStarts),
+                                                  reinterpret_cast<int32_t*>(o + F::kXPairs));
     }
   }
 }
