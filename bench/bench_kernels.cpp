@@ -120,6 +120,10 @@ void BM_Gemv(benchmark::State& state) {
   // Measured right before the loop: on a shared machine the bandwidth on offer moves with the
   // load, and a ratio only means something between figures taken together.
   const double bandwidth = kernels::measure_read_bandwidth(pool);
+  // One untimed pass over every copy: on a VM with shadow page tables the first read of memory
+  // after a large free (the f32 source above, the probe's buffer) faults on every 4 KiB page and
+  // ran at 1-2 GB/s (benchmarks.md, twenty-seventh session); with few iterations it was the figure.
+  for (const Tensor& w : weights) kernels::matmul(x, w, nullptr, y, pool);
 
   size_t next = 0;
   for (auto _ : state) {
